@@ -1,0 +1,182 @@
+package intentlog
+
+// This file fixes the types that other packages (election, signer, transport glue)
+// build on. Change them only together with their users.
+
+// Op is what an intent does to a record.
+type Op uint8
+
+const (
+	OpPut Op = 1
+	OpDel Op = 2
+)
+
+// String returns "put" or "del" (the commit format's spelling).
+func (o Op) String() string {
+	switch o {
+	case OpPut:
+		return "put"
+	case OpDel:
+		return "del"
+	}
+	return "invalid"
+}
+
+// Intent is one requested change to a record. ID is chosen by the client and is the
+// idempotency key: the same ID submitted twice is applied once.
+type Intent struct {
+	ID    string
+	Op    Op
+	Path  string // collection/rkey
+	Value []byte // nil for OpDel
+}
+
+// Lease is the stored `__lease__` record. An empty Holder means free (released or
+// never held); Epoch is kept on release so that epochs are never reused.
+type Lease struct {
+	Holder string // libp2p peer ID of the holder, "" when released
+	Epoch  uint64
+	TS     int64 // holder's wall clock at the write, unix ms
+	TTL    int64 // ms
+}
+
+// Head is the last applied commit of the chain. Seq 0 means an empty chain.
+type Head struct {
+	Seq    uint64
+	Hash   [32]byte // SHA-256 of the full commit encoding; zero when Seq == 0
+	Epoch  uint64
+	Signer string
+}
+
+// CommitInfo is what the apply needs to know about a signed commit. The commit format
+// belongs to package signer; the apply sees it only through a CommitVerifier.
+type CommitInfo struct {
+	Seq    uint64
+	Epoch  uint64
+	Signer string
+	Prev   []byte // nil at Seq 1, else 32 bytes
+	Ops    []Intent
+}
+
+// CommitVerifier decodes a commit's full encoding, checks that it is canonical and that
+// its signature verifies under the chain key, and returns its fields. It must be
+// deterministic (same bytes in, same answer out) because the apply calls it.
+type CommitVerifier func(raw []byte) (CommitInfo, error)
+
+// Entry is one Raft log entry: exactly one of the kinds below. Encode and Decode (in
+// codec.go) turn an Entry into versioned bytes and back.
+type Entry interface{ isEntry() }
+
+// IntentsEntry carries one or many intents (group commit: concurrent submissions may
+// share an entry). Each intent is accepted or rejected on its own.
+type IntentsEntry struct {
+	Intents []Intent
+}
+
+// ClaimEntry claims the lease at Epoch = PrevEpoch+1 if the stored epoch is PrevEpoch
+// (compare-and-set). Force marks an operator's steal; Reason is then required.
+type ClaimEntry struct {
+	Holder    string
+	Epoch     uint64
+	PrevEpoch uint64
+	TS        int64 // unix ms
+	TTL       int64 // ms
+	Force     bool
+	Reason    string
+}
+
+// RenewEntry refreshes the holder's lease timestamp.
+type RenewEntry struct {
+	Holder string
+	Epoch  uint64
+	TS     int64
+}
+
+// ReleaseEntry gives the lease up; the epoch is kept.
+type ReleaseEntry struct {
+	Holder string
+	Epoch  uint64
+}
+
+// TransferEntry hands the lease to a named member at Epoch+1 in one entry.
+type TransferEntry struct {
+	Holder string
+	Epoch  uint64
+	To     string
+	TS     int64
+}
+
+// CommitEntry carries a signed commit's full encoding (format owned by package signer).
+type CommitEntry struct {
+	Raw []byte
+}
+
+func (IntentsEntry) isEntry()  {}
+func (ClaimEntry) isEntry()    {}
+func (RenewEntry) isEntry()    {}
+func (ReleaseEntry) isEntry()  {}
+func (TransferEntry) isEntry() {}
+func (CommitEntry) isEntry()   {}
+
+// Reason is a stable, machine-readable rejection code ("" when accepted).
+type Reason string
+
+const (
+	ReasonMalformed     Reason = "malformed"      // bytes did not decode
+	ReasonBadPath       Reason = "bad_path"       // path invalid or reserved
+	ReasonTooLarge      Reason = "too_large"      // id, path or value over its limit
+	ReasonBadIntent     Reason = "bad_intent"     // empty id, unknown op, value on del
+	ReasonEpochMismatch Reason = "epoch_mismatch" // CAS or holder/epoch check failed on epoch
+	ReasonNotHolder     Reason = "not_holder"     // holder does not match the stored one
+	ReasonLeaseHeld     Reason = "lease_held"     // (reserved for policy; the apply's CAS decides)
+	ReasonNotMember     Reason = "not_member"     // transfer target is not a Raft member
+	ReasonBadPrev       Reason = "bad_prev"       // commit prev != head hash
+	ReasonBadSeq        Reason = "bad_seq"        // commit seq != head seq + 1
+	ReasonBadOps        Reason = "bad_ops"        // commit ops != oldest pending intents
+	ReasonBadSignature  Reason = "bad_signature"  // verifier refused the commit
+	ReasonNoReason      Reason = "missing_reason" // forced claim without a reason
+	ReasonBadEntry      Reason = "bad_entry"      // fields out of range (e.g. ttl <= 0)
+)
+
+// IntentResult is the outcome of one intent in an IntentsEntry. A repeated ID reports
+// the original result with Duplicate set.
+type IntentResult struct {
+	ID        string
+	Accepted  bool
+	Reason    Reason
+	Index     uint64 // Raft index of the entry that first accepted this ID
+	Duplicate bool
+	Seq       uint64 // seq of the commit that signed it, 0 if not signed (yet)
+}
+
+// Result is what applying one entry produced. For an IntentsEntry, Accepted is true when
+// at least one intent was accepted and Intents has one element per intent, in order.
+type Result struct {
+	Index    uint64
+	Accepted bool
+	Reason   Reason
+	Intents  []IntentResult
+	Lease    Lease // the lease after the entry
+	Head     Head  // the head after the entry
+}
+
+// View is a consistent copy of the small, hot part of the locally applied state. Reading
+// it never waits on Raft (see Log.View).
+type View struct {
+	AppliedIndex uint64
+	Lease        Lease
+	Head         Head
+	Pending      int   // intents accepted but not yet signed
+	PendingBytes int64 // their total path+value bytes
+}
+
+// LeaseEvent is one line of the lease history (the audit trail).
+type LeaseEvent struct {
+	Index  uint64 // Raft index of the entry
+	Event  string // "claim", "steal", "renew", "release", "transfer"
+	Holder string // holder after the event ("" after release)
+	Epoch  uint64
+	TS     int64
+	Prior  string // for steal and transfer: the holder before
+	Reason string // for steal
+}
