@@ -1,0 +1,366 @@
+package intentlog
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+
+	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
+)
+
+// applier applies a batch of Raft log entries inside one bbolt write transaction. It
+// reads nothing but the entries and the transaction: no clock, no randomness, no map
+// iteration (the rejection deltas are a map but are only written key by key).
+type applier struct {
+	tx       *bolt.Tx
+	verify   CommitVerifier
+	dedupe   uint64 // window size
+	histMax  uint64
+	m        metaState
+	rej      map[Reason]uint64 // rejection counts after this batch (copy of the stored ones)
+	rejDirty bool
+	events   []Event
+	changed  bool
+}
+
+func (a *applier) apply(l *raft.Log) any {
+	if l.Index <= a.m.Applied {
+		// Already applied before a restart (the bbolt state is durable and may be ahead
+		// of Raft's idea of what was applied): never apply twice.
+		if l.Type != raft.LogCommand {
+			return nil
+		}
+		return Result{Index: l.Index, Reason: "", Lease: a.m.Lease, Head: a.m.Head}
+	}
+	a.m.Applied = l.Index
+	switch l.Type {
+	case raft.LogConfiguration:
+		a.storeConfiguration(l.Index, raft.DecodeConfiguration(l.Data))
+		return nil
+	case raft.LogCommand:
+	default:
+		return nil
+	}
+	e, err := Decode(l.Data)
+	if err != nil {
+		return a.reject(l.Index, ReasonMalformed)
+	}
+	switch e := e.(type) {
+	case IntentsEntry:
+		return a.intents(l.Index, e)
+	case ClaimEntry:
+		return a.claim(l.Index, e)
+	case RenewEntry:
+		return a.renew(l.Index, e)
+	case ReleaseEntry:
+		return a.release(l.Index, e)
+	case TransferEntry:
+		return a.transfer(l.Index, e)
+	case CommitEntry:
+		return a.commit(l.Index, e)
+	}
+	return a.reject(l.Index, ReasonMalformed)
+}
+
+func (a *applier) result(idx uint64) Result {
+	return Result{Index: idx, Accepted: true, Lease: a.m.Lease, Head: a.m.Head}
+}
+
+func (a *applier) countReject(r Reason) {
+	a.rej[r]++
+	a.rejDirty = true
+	a.changed = true
+	if err := a.tx.Bucket(bRejections).Put([]byte(r), u64key(a.rej[r])); err != nil {
+		panic(fmt.Sprintf("intentlog: write rejection counter: %v", err))
+	}
+}
+
+func (a *applier) reject(idx uint64, r Reason) Result {
+	a.countReject(r)
+	return Result{Index: idx, Reason: r, Lease: a.m.Lease, Head: a.m.Head}
+}
+
+func must(err error) {
+	if err != nil {
+		panic(fmt.Sprintf("intentlog: state write failed: %v", err))
+	}
+}
+
+// --- intents ---
+
+func (a *applier) intents(idx uint64, e IntentsEntry) Result {
+	if len(e.Intents) == 0 {
+		return a.reject(idx, ReasonBadEntry)
+	}
+	res := Result{Index: idx, Intents: make([]IntentResult, 0, len(e.Intents))}
+	for _, in := range e.Intents {
+		ir := IntentResult{ID: in.ID}
+		if r := validateIntent(in); r != "" {
+			ir.Reason = r
+			a.countReject(r)
+		} else if d, ok := a.dedupeGet(in.ID); ok {
+			ir = IntentResult{ID: in.ID, Accepted: true, Index: d.Index, Duplicate: true, Seq: d.Seq}
+		} else {
+			if in.Op == OpDel {
+				in.Value = nil
+			}
+			a.pendingPush(in)
+			a.dedupePut(in.ID, idx)
+			ir.Accepted, ir.Index = true, idx
+			a.events = append(a.events, IntentAccepted{ID: in.ID, Index: idx})
+			a.changed = true
+		}
+		if ir.Accepted {
+			res.Accepted = true
+		} else if res.Reason == "" {
+			res.Reason = ir.Reason
+		}
+		res.Intents = append(res.Intents, ir)
+	}
+	if res.Accepted {
+		res.Reason = ""
+	}
+	res.Lease, res.Head = a.m.Lease, a.m.Head
+	return res
+}
+
+func (a *applier) pendingPush(in Intent) {
+	must(a.tx.Bucket(bPending).Put(u64key(a.m.PendNext), encodeIntentValue(in)))
+	a.m.PendNext++
+	a.m.PendCount++
+	a.m.PendBytes += uint64(len(in.Path) + len(in.Value))
+}
+
+func (a *applier) dedupeGet(id string) (dedupeEntry, bool) {
+	v := a.tx.Bucket(bDedupe).Get([]byte(id))
+	if v == nil {
+		return dedupeEntry{}, false
+	}
+	d, err := decodeDedupe(v)
+	if err != nil {
+		panic(fmt.Sprintf("intentlog: corrupt dedupe entry %q: %v", id, err))
+	}
+	return d, true
+}
+
+func (a *applier) dedupePut(id string, idx uint64) {
+	d := dedupeEntry{Order: a.m.DedupeNext, Index: idx}
+	a.m.DedupeNext++
+	must(a.tx.Bucket(bDedupe).Put([]byte(id), d.encode()))
+	must(a.tx.Bucket(bDedupeOrder).Put(u64key(d.Order), []byte(id)))
+	a.m.DedupeCount++
+	order := a.tx.Bucket(bDedupeOrder)
+	for a.m.DedupeCount > a.dedupe {
+		c := order.Cursor()
+		k, oldID := c.First()
+		if k == nil {
+			panic("intentlog: dedupe count exceeds dedupe order bucket")
+		}
+		must(a.tx.Bucket(bDedupe).Delete(oldID))
+		must(c.Delete())
+		a.m.DedupeCount--
+	}
+}
+
+// --- lease ---
+
+func (a *applier) history(ev LeaseEvent) {
+	w := &wbuf{}
+	encodeLeaseEvent(w, ev)
+	h := a.tx.Bucket(bHistory)
+	must(h.Put(u64key(a.m.HistNext), w.b))
+	a.m.HistNext++
+	a.m.HistCount++
+	for a.m.HistCount > a.histMax {
+		c := h.Cursor()
+		if k, _ := c.First(); k == nil {
+			panic("intentlog: history count exceeds history bucket")
+		}
+		must(c.Delete())
+		a.m.HistCount--
+	}
+	a.events = append(a.events, LeaseChanged{Index: ev.Index, Event: ev.Event, Lease: a.m.Lease})
+	a.changed = true
+}
+
+func (a *applier) claim(idx uint64, e ClaimEntry) Result {
+	if r := validHolder(e.Holder); r != "" {
+		return a.reject(idx, r)
+	}
+	switch {
+	case e.TTL <= 0:
+		return a.reject(idx, ReasonBadEntry)
+	case len(e.Reason) > MaxReasonLen:
+		return a.reject(idx, ReasonTooLarge)
+	case e.Force && e.Reason == "":
+		return a.reject(idx, ReasonNoReason)
+	case e.PrevEpoch != a.m.Lease.Epoch || e.Epoch != e.PrevEpoch+1 || e.Epoch == 0:
+		return a.reject(idx, ReasonEpochMismatch)
+	}
+	prior := a.m.Lease.Holder
+	a.m.Lease = Lease{Holder: e.Holder, Epoch: e.Epoch, TS: e.TS, TTL: e.TTL}
+	ev := LeaseEvent{Index: idx, Event: "claim", Holder: e.Holder, Epoch: e.Epoch, TS: e.TS}
+	if e.Force {
+		ev.Event, ev.Prior, ev.Reason = "steal", prior, e.Reason
+	}
+	a.history(ev)
+	return a.result(idx)
+}
+
+// checkHolder is the holder-and-epoch check shared by renew, release and transfer.
+func (a *applier) checkHolder(holder string, epoch uint64) Reason {
+	if r := validHolder(holder); r != "" {
+		return r
+	}
+	if a.m.Lease.Holder == "" || a.m.Lease.Holder != holder {
+		return ReasonNotHolder
+	}
+	if a.m.Lease.Epoch != epoch {
+		return ReasonEpochMismatch
+	}
+	return ""
+}
+
+func (a *applier) renew(idx uint64, e RenewEntry) Result {
+	if r := a.checkHolder(e.Holder, e.Epoch); r != "" {
+		return a.reject(idx, r)
+	}
+	a.m.Lease.TS = e.TS
+	a.history(LeaseEvent{Index: idx, Event: "renew", Holder: e.Holder, Epoch: e.Epoch, TS: e.TS})
+	return a.result(idx)
+}
+
+func (a *applier) release(idx uint64, e ReleaseEntry) Result {
+	if r := a.checkHolder(e.Holder, e.Epoch); r != "" {
+		return a.reject(idx, r)
+	}
+	a.m.Lease.Holder = ""
+	a.history(LeaseEvent{Index: idx, Event: "release", Epoch: e.Epoch, TS: a.m.Lease.TS, Prior: e.Holder})
+	return a.result(idx)
+}
+
+func (a *applier) transfer(idx uint64, e TransferEntry) Result {
+	if r := a.checkHolder(e.Holder, e.Epoch); r != "" {
+		return a.reject(idx, r)
+	}
+	if r := validHolder(e.To); r != "" {
+		return a.reject(idx, r)
+	}
+	if a.tx.Bucket(bMembers).Get([]byte(e.To)) == nil {
+		return a.reject(idx, ReasonNotMember)
+	}
+	if a.m.Lease.Epoch == ^uint64(0) {
+		return a.reject(idx, ReasonBadEntry)
+	}
+	a.m.Lease = Lease{Holder: e.To, Epoch: e.Epoch + 1, TS: e.TS, TTL: a.m.Lease.TTL}
+	a.history(LeaseEvent{Index: idx, Event: "transfer", Holder: e.To, Epoch: e.Epoch + 1,
+		TS: e.TS, Prior: e.Holder})
+	return a.result(idx)
+}
+
+// --- commit ---
+
+func (a *applier) commit(idx uint64, e CommitEntry) Result {
+	info, ok := a.verifyCommit(e.Raw)
+	if !ok {
+		return a.reject(idx, ReasonBadSignature)
+	}
+	l, h := a.m.Lease, a.m.Head
+	switch {
+	case l.Holder == "" || info.Signer != l.Holder:
+		return a.reject(idx, ReasonNotHolder)
+	case info.Epoch != l.Epoch:
+		return a.reject(idx, ReasonEpochMismatch)
+	case h.Seq == 0 && info.Prev != nil:
+		return a.reject(idx, ReasonBadPrev)
+	case h.Seq > 0 && !bytes.Equal(info.Prev, h.Hash[:]):
+		return a.reject(idx, ReasonBadPrev)
+	case info.Seq != h.Seq+1:
+		return a.reject(idx, ReasonBadSeq)
+	case len(info.Ops) == 0 || uint64(len(info.Ops)) > a.m.PendCount:
+		return a.reject(idx, ReasonBadOps)
+	}
+	// Compare with the oldest pending intents before changing anything.
+	pend := a.tx.Bucket(bPending)
+	c := pend.Cursor()
+	k, v := c.First()
+	for i, op := range info.Ops {
+		if k == nil {
+			panic(fmt.Sprintf("intentlog: pending count %d but queue ends at %d", a.m.PendCount, i))
+		}
+		in, err := decodeIntentValue(v)
+		if err != nil {
+			panic(fmt.Sprintf("intentlog: corrupt pending intent %x: %v", k, err))
+		}
+		if op.ID != in.ID || op.Op != in.Op || op.Path != in.Path || !bytes.Equal(op.Value, in.Value) {
+			return a.reject(idx, ReasonBadOps)
+		}
+		k, v = c.Next()
+	}
+	// Accepted: dequeue, update records and dedupe, extend the chain.
+	seq := info.Seq
+	recs := pend.Tx().Bucket(bRecords)
+	for range info.Ops {
+		_, v := c.First()
+		in, _ := decodeIntentValue(v) // decoded once above already
+		must(c.Delete())
+		a.m.PendCount--
+		a.m.PendBytes -= uint64(len(in.Path) + len(in.Value))
+		switch in.Op {
+		case OpPut:
+			must(recs.Put([]byte(in.Path), nonNil(in.Value)))
+		case OpDel:
+			must(recs.Delete([]byte(in.Path)))
+		}
+		if d, ok := a.dedupeGet(in.ID); ok && d.Index > 0 {
+			d.Seq = seq
+			must(a.tx.Bucket(bDedupe).Put([]byte(in.ID), d.encode()))
+		}
+	}
+	must(a.tx.Bucket(bChain).Put(u64key(seq), e.Raw))
+	a.m.Head = Head{Seq: seq, Hash: sha256.Sum256(e.Raw), Epoch: info.Epoch, Signer: info.Signer}
+	a.events = append(a.events, CommitApplied{Index: idx, Head: a.m.Head, Raw: e.Raw})
+	a.changed = true
+	return a.result(idx)
+}
+
+// verifyCommit calls the verifier; a verifier that panics refuses the commit (the
+// verifier is deterministic, so every replica refuses it the same way).
+func (a *applier) verifyCommit(raw []byte) (info CommitInfo, ok bool) {
+	if a.verify == nil {
+		return CommitInfo{}, false
+	}
+	defer func() {
+		if recover() != nil {
+			info, ok = CommitInfo{}, false
+		}
+	}()
+	info, err := a.verify(raw)
+	return info, err == nil
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// --- membership ---
+
+func (a *applier) storeConfiguration(idx uint64, cfg raft.Configuration) {
+	b := a.tx.Bucket(bMembers)
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.First() {
+		must(c.Delete())
+	}
+	for _, s := range cfg.Servers {
+		w := &wbuf{}
+		w.byte1(byte(s.Suffrage))
+		w.str(string(s.Address))
+		must(b.Put([]byte(s.ID), w.b))
+	}
+	a.m.ConfigIndex = idx
+	a.changed = true
+}

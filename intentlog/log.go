@@ -1,0 +1,452 @@
+package intentlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultSnapshotThreshold = 8192
+	DefaultSnapshotInterval  = 2 * time.Minute
+	DefaultTrailingLogs      = 10240
+	DefaultSnapshotRetain    = 2
+	// RaftFile is the raft-boltdb log and stable store in the data directory.
+	RaftFile = "raft.db"
+)
+
+// Config configures Open. Dir, LocalID and Verify are required.
+type Config struct {
+	// Dir is the data directory: state.db (the applied state), raft.db (the Raft log
+	// and stable store) and snapshots/ live there. Created if missing.
+	Dir string
+	// LocalID is this node's Raft server ID (in baton: its libp2p peer ID).
+	LocalID raft.ServerID
+	// Verify decodes and verifies Commit entries. Required; must be deterministic.
+	Verify CommitVerifier
+	// Logger receives Raft's and the log's messages. Optional, defaults to
+	// slog.Default().
+	Logger *slog.Logger
+	// Raft, if set, may adjust the raft.Config after the fields below were applied
+	// (tests shorten the timeouts here). The result is validated by Open.
+	Raft func(*raft.Config)
+	// SnapshotThreshold is how many new log entries trigger a snapshot. Optional,
+	// defaults to DefaultSnapshotThreshold.
+	SnapshotThreshold uint64
+	// SnapshotInterval is how often Raft checks whether to snapshot. Optional, defaults
+	// to DefaultSnapshotInterval.
+	SnapshotInterval time.Duration
+	// TrailingLogs is how many entries are kept after a snapshot so slow followers can
+	// catch up without a snapshot install. Optional, defaults to DefaultTrailingLogs.
+	TrailingLogs uint64
+	// SnapshotRetain is how many snapshots are kept on disk. Optional, defaults to
+	// DefaultSnapshotRetain.
+	SnapshotRetain int
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Dir == "":
+		return fmt.Errorf("%w: Dir is required", ErrBadConfig)
+	case c.LocalID == "":
+		return fmt.Errorf("%w: LocalID is required", ErrBadConfig)
+	case c.Verify == nil:
+		return fmt.Errorf("%w: Verify is required", ErrBadConfig)
+	case c.SnapshotInterval < 0 || c.SnapshotRetain < 0:
+		return fmt.Errorf("%w: negative SnapshotInterval or SnapshotRetain", ErrBadConfig)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = DefaultSnapshotThreshold
+	}
+	if c.SnapshotInterval == 0 {
+		c.SnapshotInterval = DefaultSnapshotInterval
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = DefaultTrailingLogs
+	}
+	if c.SnapshotRetain == 0 {
+		c.SnapshotRetain = DefaultSnapshotRetain
+	}
+	return nil
+}
+
+// Log is one node of the replicated intent log: a Raft node over the given transport
+// whose FSM is the deterministic apply.
+type Log struct {
+	cfg    Config
+	fsm    *FSM
+	raft   *raft.Raft
+	store  *raftboltdb.BoltStore
+	snaps  raft.SnapshotStore
+	log    *slog.Logger
+	closed atomic.Bool
+	once   sync.Once
+	cerr   error
+}
+
+// Open starts a Raft node in cfg.Dir over trans. A node with existing state rejoins
+// its cluster; a new one waits to be bootstrapped (Bootstrap) or added by the leader.
+//
+// Restart: state.db is durable and records the last applied index, so Raft is told not
+// to restore its latest snapshot when state.db is already at or after it; Raft then
+// replays the log from the snapshot on, and the FSM skips every entry at or below its
+// stored index. If state.db is behind the snapshot (or was lost), the snapshot is
+// restored first. Either way no entry is lost and none is applied twice.
+func Open(cfg Config, trans raft.Transport) (*Log, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if trans == nil {
+		return nil, fmt.Errorf("%w: nil transport", ErrBadConfig)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("open: %w", err)
+	}
+	hl := newRaftLogger(cfg.Logger)
+	rc := raft.DefaultConfig()
+	rc.LocalID = cfg.LocalID
+	rc.Logger = hl
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.BatchApplyCh = true // lets concurrent proposals share a replication round
+	if cfg.Raft != nil {
+		cfg.Raft(rc)
+	}
+	if err := raft.ValidateConfig(rc); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
+
+	fsm, err := NewFSM(cfg.Dir, cfg.Verify)
+	if err != nil {
+		return nil, err
+	}
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, RaftFile)})
+	if err != nil {
+		fsm.Close()
+		return nil, fmt.Errorf("open raft store: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, cfg.SnapshotRetain, hl)
+	if err != nil {
+		store.Close()
+		fsm.Close()
+		return nil, fmt.Errorf("open snapshot store: %w", err)
+	}
+	rc.NoSnapshotRestoreOnStart = stateCoversSnapshot(fsm, snaps)
+	logs, err := raft.NewLogCache(512, store)
+	if err != nil {
+		store.Close()
+		fsm.Close()
+		return nil, fmt.Errorf("log cache: %w", err)
+	}
+	r, err := raft.NewRaft(rc, fsm, logs, store, snaps, trans)
+	if err != nil {
+		store.Close()
+		fsm.Close()
+		return nil, fmt.Errorf("start raft: %w", err)
+	}
+	return &Log{cfg: cfg, fsm: fsm, raft: r, store: store, snaps: snaps,
+		log: cfg.Logger.With("component", "intentlog")}, nil
+}
+
+// stateCoversSnapshot reports whether the durable state is at or after the newest
+// snapshot, so Raft need not restore it on start.
+func stateCoversSnapshot(fsm *FSM, snaps raft.SnapshotStore) bool {
+	list, err := snaps.List()
+	if err != nil || len(list) == 0 {
+		return false // nothing to restore (or let raft report the error)
+	}
+	_, rc, err := snaps.Open(list[0].ID)
+	if err != nil {
+		return false
+	}
+	defer rc.Close()
+	idx, err := SnapshotAppliedIndex(rc)
+	if err != nil {
+		return false
+	}
+	return fsm.View().AppliedIndex >= idx
+}
+
+// Bootstrap makes this node the first member of a new cluster with the given servers
+// (usually just itself). It returns ErrAlreadyBootstrapped if any state exists.
+func (l *Log) Bootstrap(servers []raft.Server) error {
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	has, err := raft.HasExistingState(l.store, l.store, l.snaps)
+	if err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	if has || l.fsm.View().AppliedIndex > 0 {
+		return ErrAlreadyBootstrapped
+	}
+	err = l.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error()
+	if errors.Is(err, raft.ErrCantBootstrap) {
+		return ErrAlreadyBootstrapped
+	}
+	if err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	return nil
+}
+
+// Propose appends e to the log through this node, which must be the leader, and
+// returns the apply's Result once this node has applied it. It honours ctx: when the
+// deadline passes first it returns ErrTimeout (the entry may still be applied later).
+// Errors: ErrNotLeader, ErrLeadershipLost, ErrTimeout, ErrClosed, ErrEntryTooLarge.
+func (l *Log) Propose(ctx context.Context, e Entry) (Result, error) {
+	data, err := Encode(e)
+	if err != nil {
+		return Result{}, err
+	}
+	return l.apply(ctx, data)
+}
+
+// ApplyEncoded is Propose for an already-encoded entry (what a leader-side forwarding
+// handler calls); it returns the Result encoded with EncodeResult. Bytes that do not
+// decode are refused with ErrMalformed before they reach the log.
+func (l *Log) ApplyEncoded(ctx context.Context, data []byte) ([]byte, error) {
+	if len(data) > MaxEntryBytes {
+		return nil, ErrEntryTooLarge
+	}
+	if _, err := Decode(data); err != nil {
+		return nil, err
+	}
+	res, err := l.apply(ctx, data)
+	if err != nil {
+		return nil, err
+	}
+	return EncodeResult(res), nil
+}
+
+func (l *Log) apply(ctx context.Context, data []byte) (Result, error) {
+	if l.closed.Load() {
+		return Result{}, ErrClosed
+	}
+	if len(data) > MaxEntryBytes {
+		return Result{}, ErrEntryTooLarge
+	}
+	if l.raft.State() != raft.Leader {
+		return Result{}, ErrNotLeader
+	}
+	var timeout time.Duration
+	if dl, ok := ctx.Deadline(); ok {
+		if timeout = time.Until(dl); timeout <= 0 {
+			return Result{}, ErrTimeout
+		}
+	}
+	fut := l.raft.Apply(data, timeout)
+	if done := ctx.Done(); done != nil {
+		waited := make(chan struct{})
+		go func() { _ = fut.Error(); close(waited) }()
+		select {
+		case <-waited:
+		case <-done:
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return Result{}, ErrTimeout
+			}
+			return Result{}, ctx.Err()
+		}
+	}
+	if err := fut.Error(); err != nil {
+		return Result{}, mapRaftErr(err)
+	}
+	res, ok := fut.Response().(Result)
+	if !ok {
+		return Result{}, fmt.Errorf("intentlog: unexpected apply response %T", fut.Response())
+	}
+	return res, nil
+}
+
+func mapRaftErr(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader):
+		return ErrNotLeader
+	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return ErrLeadershipLost
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return ErrTimeout
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return ErrClosed
+	}
+	return fmt.Errorf("raft apply: %w", err)
+}
+
+// Leader returns the known leader's address and ID (empty when unknown).
+func (l *Log) Leader() (raft.ServerAddress, raft.ServerID) { return l.raft.LeaderWithID() }
+
+// View returns the locally applied hot state. It never blocks and never waits on Raft.
+func (l *Log) View() View { return l.fsm.View() }
+
+// Rejections returns the rejection counters by reason (a copy).
+func (l *Log) Rejections() map[Reason]uint64 { return l.fsm.Rejections() }
+
+// Pending returns the oldest pending intents, oldest first: at most maxCount of them
+// and at most maxBytes of path+value bytes, except that the oldest one is always
+// returned even if it alone is larger (so a large intent cannot wedge the chain).
+// maxCount <= 0 or maxBytes <= 0 mean no limit. It reads local state; it does not wait
+// on Raft.
+func (l *Log) Pending(maxCount int, maxBytes int64) ([]Intent, error) {
+	var out []Intent
+	err := l.fsm.read(func(tx *bolt.Tx) error {
+		var size int64
+		c := tx.Bucket(bPending).Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if maxCount > 0 && len(out) >= maxCount {
+				break
+			}
+			in, err := decodeIntentValue(v)
+			if err != nil {
+				return fmt.Errorf("pending %x: %w", k, err)
+			}
+			n := int64(len(in.Path) + len(in.Value))
+			if maxBytes > 0 && len(out) > 0 && size+n > maxBytes {
+				break
+			}
+			size += n
+			out = append(out, in)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Record is one signed record.
+type Record struct {
+	Path  string
+	Value []byte
+}
+
+// Record returns the signed value at path. Reserved keys (without '/') are never
+// returned.
+func (l *Log) Record(path string) (value []byte, ok bool, err error) {
+	if !strings.Contains(path, "/") {
+		return nil, false, nil
+	}
+	err = l.fsm.read(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bRecords).Get([]byte(path)); v != nil {
+			value, ok = append([]byte{}, v...), true
+		}
+		return nil
+	})
+	return value, ok, err
+}
+
+// Records returns signed records whose path starts with prefix, in path order, at
+// most limit of them (limit <= 0: all).
+func (l *Log) Records(prefix string, limit int) ([]Record, error) {
+	var out []Record
+	err := l.fsm.read(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bRecords).Cursor()
+		p := []byte(prefix)
+		for k, v := c.Seek(p); k != nil && strings.HasPrefix(string(k), prefix); k, v = c.Next() {
+			if limit > 0 && len(out) >= limit {
+				break
+			}
+			out = append(out, Record{Path: string(k), Value: append([]byte{}, v...)})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Commit returns the full encoding of the commit at seq, or ErrNotFound.
+func (l *Log) Commit(seq uint64) ([]byte, error) {
+	var raw []byte
+	err := l.fsm.read(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bChain).Get(u64key(seq))
+		if v == nil {
+			return ErrNotFound
+		}
+		raw = append([]byte{}, v...)
+		return nil
+	})
+	return raw, err
+}
+
+// LeaseHistory returns the kept lease events, oldest first.
+func (l *Log) LeaseHistory() ([]LeaseEvent, error) {
+	var out []LeaseEvent
+	err := l.fsm.read(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bHistory).Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			r := &rbuf{b: v}
+			ev := decodeLeaseEvent(r)
+			if err := r.done(); err != nil {
+				return fmt.Errorf("lease history %x: %w", k, err)
+			}
+			out = append(out, ev)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Members returns the servers of the applied Raft configuration, sorted by ID.
+func (l *Log) Members() ([]raft.Server, error) { return l.fsm.Members() }
+
+// Members returns the servers of the applied Raft configuration, sorted by ID.
+func (f *FSM) Members() ([]raft.Server, error) {
+	var out []raft.Server
+	err := f.read(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bMembers).Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			r := &rbuf{b: v}
+			s := raft.Server{ID: raft.ServerID(k), Suffrage: raft.ServerSuffrage(r.byte1()),
+				Address: raft.ServerAddress(r.str())}
+			if err := r.done(); err != nil {
+				return fmt.Errorf("member %q: %w", k, err)
+			}
+			out = append(out, s)
+		}
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, err
+}
+
+// Watch returns a channel that is closed after the next applied transaction that
+// changed anything (or when the Log is closed). Every call gets its own wakeup; the
+// apply never waits for watchers. Typical use: read View, then wait on a Watch channel
+// taken before the read.
+func (l *Log) Watch() <-chan struct{} { return l.fsm.notify.watchCh() }
+
+// Subscribe returns a Subscription delivering typed events after they are applied. See
+// Subscription for the delivery guarantee. Close it when done.
+func (l *Log) Subscribe() *Subscription { return l.fsm.notify.subscribe() }
+
+// Dump writes the canonical snapshot encoding of the local state (see FSM.Dump).
+func (l *Log) Dump(w io.Writer) error { return l.fsm.Dump(w) }
+
+// Raft returns the underlying Raft node (for membership changes, stats, snapshots).
+func (l *Log) Raft() *raft.Raft { return l.raft }
+
+// Close shuts Raft down, then closes the state and the Raft store. It is idempotent.
+func (l *Log) Close() error {
+	l.once.Do(func() {
+		l.closed.Store(true)
+		err := l.raft.Shutdown().Error()
+		// Raft is stopped, so nothing applies any more: the state can be closed.
+		err = errors.Join(err, l.fsm.Close(), l.store.Close())
+		l.cerr = err
+	})
+	return l.cerr
+}

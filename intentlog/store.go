@@ -1,0 +1,160 @@
+package intentlog
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// The bbolt layout of state.db. Every bucket is part of the replicated state and of
+// the snapshot; the snapshot dumps them in the order of allBuckets.
+var (
+	bMeta        = []byte("meta")         // "state" -> encoded metaState
+	bRecords     = []byte("records")      // path -> value
+	bPending     = []byte("pending")      // u64 queue seq (big-endian) -> encoded Intent
+	bChain       = []byte("chain")        // u64 commit seq -> raw commit
+	bDedupe      = []byte("dedupe")       // intent id -> encoded dedupeEntry
+	bDedupeOrder = []byte("dedupe_order") // u64 insertion order -> intent id
+	bHistory     = []byte("history")      // u64 event number -> encoded LeaseEvent
+	bMembers     = []byte("members")      // server id -> suffrage byte + address
+	bRejections  = []byte("rejections")   // reason -> u64 count
+
+	allBuckets = [][]byte{bChain, bDedupe, bDedupeOrder, bHistory, bMembers, bMeta,
+		bPending, bRecords, bRejections} // sorted by name
+
+	keyState = []byte("state")
+)
+
+// metaState is the small, fixed-size part of the state, kept as one value in meta.
+type metaState struct {
+	Applied      uint64 // last applied Raft index (commands and configurations)
+	Lease        Lease
+	Head         Head
+	PendNext     uint64 // next pending queue key
+	PendCount    uint64
+	PendBytes    uint64
+	DedupeNext   uint64 // next dedupe order key
+	DedupeCount  uint64
+	HistNext     uint64 // next history key
+	HistCount    uint64
+	ConfigIndex  uint64 // index of the applied membership configuration
+}
+
+const metaVersion = 1
+
+func (m *metaState) encode() []byte {
+	w := &wbuf{}
+	w.byte1(metaVersion)
+	w.uvarint(m.Applied)
+	encodeLease(w, m.Lease)
+	encodeHead(w, m.Head)
+	for _, v := range []uint64{m.PendNext, m.PendCount, m.PendBytes, m.DedupeNext,
+		m.DedupeCount, m.HistNext, m.HistCount, m.ConfigIndex} {
+		w.uvarint(v)
+	}
+	return w.b
+}
+
+func decodeMeta(b []byte) (metaState, error) {
+	r := &rbuf{b: b}
+	var m metaState
+	if v := r.byte1(); r.err == nil && v != metaVersion {
+		return m, fmt.Errorf("%w: meta version %d", ErrMalformed, v)
+	}
+	m.Applied = r.uvarint()
+	m.Lease = decodeLease(r)
+	m.Head = decodeHead(r)
+	for _, p := range []*uint64{&m.PendNext, &m.PendCount, &m.PendBytes, &m.DedupeNext,
+		&m.DedupeCount, &m.HistNext, &m.HistCount, &m.ConfigIndex} {
+		*p = r.uvarint()
+	}
+	return m, r.done()
+}
+
+// dedupeEntry is what the dedupe window remembers about an accepted intent ID.
+type dedupeEntry struct {
+	Order uint64 // key in dedupe_order
+	Index uint64 // Raft index of the entry that accepted it
+	Seq   uint64 // commit that signed it, 0 until signed
+}
+
+func (d dedupeEntry) encode() []byte {
+	w := &wbuf{}
+	w.uvarint(d.Order)
+	w.uvarint(d.Index)
+	w.uvarint(d.Seq)
+	return w.b
+}
+
+func decodeDedupe(b []byte) (dedupeEntry, error) {
+	r := &rbuf{b: b}
+	d := dedupeEntry{Order: r.uvarint(), Index: r.uvarint(), Seq: r.uvarint()}
+	return d, r.done()
+}
+
+func encodeIntentValue(in Intent) []byte {
+	w := &wbuf{}
+	encodeIntent(w, in)
+	return w.b
+}
+
+func decodeIntentValue(b []byte) (Intent, error) {
+	r := &rbuf{b: b}
+	in := decodeIntent(r)
+	return in, r.done()
+}
+
+// openState opens (creating if needed) a bbolt state file with every bucket present.
+func openState(path string) (*bolt.DB, error) {
+	// A large initial mmap keeps bbolt from remapping while a snapshot's long read
+	// transaction is open (a remap waits for every read transaction, stalling apply).
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second,
+		InitialMmapSize: 1 << 30})
+	if err != nil {
+		return nil, fmt.Errorf("open state %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		if tx.Bucket(bMeta).Get(keyState) == nil {
+			return tx.Bucket(bMeta).Put(keyState, (&metaState{}).encode())
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("init state %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// readMeta loads the meta state; a broken one is a broken invariant.
+func readMeta(tx *bolt.Tx) metaState {
+	m, err := decodeMeta(tx.Bucket(bMeta).Get(keyState))
+	if err != nil {
+		panic(fmt.Sprintf("intentlog: corrupt meta state: %v", err))
+	}
+	return m
+}
+
+func readRejections(tx *bolt.Tx) map[Reason]uint64 {
+	out := make(map[Reason]uint64)
+	c := tx.Bucket(bRejections).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		out[Reason(k)] = keyU64(v)
+	}
+	return out
+}
+
+func removeIfExists(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
