@@ -1,0 +1,127 @@
+// Package election decides which device holds baton's signing lease.
+//
+// The lease is the reserved `__lease__` record of the intent log: {holder, epoch, ts,
+// ttl}. The log's deterministic apply only stores it (claims are a compare-and-set on
+// the epoch; renew, release and transfer check holder and epoch). Everything that
+// involves time happens here, outside the apply, on each device: a pure policy
+// (Policy.Decide) that reads no clock, and a Lease type that feeds it clock readings
+// and local observations and writes the entries it calls for. The lease only decides
+// who gets to try and keeps a live holder from being disturbed; the apply's commit
+// fencing (a commit must carry the stored holder and epoch) is what keeps the chain
+// fork-free whatever the clocks do.
+//
+// # Rules, and why
+//
+// Each rule below is implemented in Policy.Decide (policy.go) or Lease (lease.go) and
+// tested in policy_test.go / lease_test.go.
+//
+//  1. Reads never block on Raft. Every read goes to Log.View, the locally applied
+//     state. In the production system this package's design starts from, the lease's
+//     read went through a blocking "update then get" on the replicated store; one stalled
+//     drain on an unconverged replica froze the whole sign loop (and the state endpoint
+//     with it). A slightly stale view is safe: the apply still linearises claims.
+//
+//  2. Never claim a live lease held by another device. In the same system a freshly
+//     booted device claimed the lease before it had replicated the current holder's
+//     still-valid record: split brain. Hence the observed-time guard: a record is lapsed
+//     only when this device has itself observed that exact record unchanged for at
+//     least ttl on its monotonic clock (FirstSeen; a booted device starts counting when
+//     it first reads the record, so it waits a full TTL) AND its wall clock agrees
+//     (now - ts >= ttl). The monotonic count protects against wall-clock skew (a device
+//     whose clock runs an hour ahead would otherwise see every lease as expired); the
+//     wall check protects against a device whose observation started late being the
+//     only judge.
+//
+//  3. A disagreeing wall clock delays a claim by at most one more TTL: after 2*ttl
+//     observed unchanged the record is lapsed whatever the clocks say, and the
+//     disagreement is reported (Decision.SuspectedSkew, Stats.SkewSuspicions and
+//     LastSkew). Without this, a holder whose clock ran ahead and then died would block
+//     failover for as long as its clock was ahead.
+//
+//  4. Released (holder "") or never-held records are free at once: no timing rule
+//     applies because the holder gave the lease up. Graceful handover thus takes a few
+//     Raft round trips, not a TTL. The releasing device itself stands off for one TTL
+//     (WhyStandoff, ErrStandoff) so that a standby, not the releaser's own loop, picks
+//     the lease up; if nobody does, it may claim again.
+//
+//  5. Renew is write-gated: the holder writes a RenewEntry only once ttl/2 has passed
+//     since its last successful lease write; before that Renew returns true without
+//     writing. The production system renewed every tick: every renewal carries a new ts,
+//     so nothing deduplicated it, and the append-only log grew by ~25 KB/s at rest
+//     forever. Gated, there are at most two lease entries per TTL at rest. The renew
+//     ts is max(wall now, stored ts + 1 ms) so that a renewal always changes the record
+//     (observers restart their count on a change).
+//
+//  6. May-sign (the signing gate, Lease.Holds): the record names this device at an
+//     epoch it wrote, and less than SignFraction*ttl (default 2/3, in (1/2, 0.9]) has
+//     passed since it PROPOSED its last successful claim or renewal. Proposal time, not
+//     apply time: other devices start counting only once the entry is applied, which is
+//     later, so the window ends at least (1-SignFraction)*ttl before anyone can consider
+//     the lease lapsed; that margin absorbs clock-rate differences and the time from the
+//     Holds check to the commit's apply. Elapsed time is the larger of the monotonic and
+//     the wall elapsed time: a suspended laptop's monotonic clock stands still while the
+//     wall clock runs on, and a holder must not wake up believing it still holds a lease
+//     that lapsed while it slept. When the window closes without a renewal the hold ends
+//     (Lost closes); a later successful renewal starts a new hold.
+//
+//  7. A holder whose own lease is past a full ttl since its last write does not renew
+//     it (others may be about to claim it; a renew landing between their observation and
+//     their CAS would leave two devices believing they hold it) but competes for epoch+1
+//     through the CAS like everyone else (WhyOwnLapsed).
+//
+//  8. A record naming this device that it has no memory of writing (WhyAdopt). This
+//     happens after a restart (the previous incarnation's record), after a transfer to
+//     this device, or when two processes wrongly share one identity. The device never
+//     signs on such a record: it must first make a fresh write. It claims epoch+1
+//     through the CAS at once when the evidence says the record is legitimately its own:
+//     it has had no lease write accepted since it started (a restart: the bump fences
+//     whatever the previous incarnation had in flight), or the record it observed just
+//     before was another device's at epoch-1 (a transfer). Otherwise (it held the lease
+//     in this process and sees its ID at an epoch it did not write: a twin process) it
+//     treats the record like any other holder's and waits it out, so twins do not bump
+//     the epoch back and forth every tick. A claim whose outcome was unknown (Propose
+//     returned an error) is remembered: if the record later shows its exact epoch and ts,
+//     it is ours, counted from its proposal time.
+//
+//  9. After winning a claim the Lease waits until the local replica has applied it
+//     (AppliedIndex >= Result.Index) before Claim returns; Holds is false until the local
+//     record shows the claim, so the signer never builds on a head it has not seen.
+//
+//  10. Losing the lease is a hard signal: Lost()/HoldContext()/Tenure() give a channel
+//     and a context that close the moment the hold ends (record changed, released,
+//     transferred, window closed). With a Clock implementing AfterFuncClock (SystemClock,
+//     ManualClock) the window's end fires a timer; otherwise it is noticed at the next
+//     call.
+//
+//  11. Claims of a lapsed lease call Log.Sync first when the Log implements Syncer.
+//     The apply's CAS compares epochs and a renewal does not change the epoch, so a
+//     replica that fell behind and saw an old record "unchanged" for a TTL could
+//     otherwise take a lease its holder had just renewed.
+//
+// Epochs are never reused (a release keeps the epoch; every claim is epoch+1), as in
+// the file-based lease system this design also learned from; there, as here, an
+// operator's steal carries a reason and lands in the lease history.
+//
+// # Usage
+//
+// The node builds one Lease per device over its Log (local Raft node, proposals
+// forwarded to the leader) and runs the signer loop:
+//
+//	lease, err := election.New(log, peerID, election.SystemClock(), election.Options{})
+//	if err != nil { ... }
+//	for {
+//		held, err := lease.RenewOrClaim(ctx)      // 1. every tick (and on applied changes)
+//		if err != nil { log it; Stats counts it }
+//		if held {
+//			t, ok := lease.Tenure()                // 2. epoch + Done for this hold
+//			if ok { sign pending intents under t.Epoch, checking lease.Holds() before
+//			        each commit and abandoning work when t.Done closes }
+//		}
+//		d := lease.Decide()                        // 3. sleep until the decision can change,
+//		sleep(min(tick, d.WakeIn(clock.Mono())))   //    or an applied change, or ctx done
+//	}
+//
+// On graceful shutdown call Release; for a targeted handover, Transfer. Operators use
+// Steal with a reason for a wedged holder. Tests use ManualClock and drive the loop by
+// hand.
+package election
