@@ -1,0 +1,118 @@
+package transport
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Three devices form a cluster over libp2p; a follower's proposals are applied
+// everywhere; the leader stops, a new one is elected and forwarding resumes.
+func TestClusterForwardingAndFailover(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	leader := tc.leader(tc.nodes)
+	fol := tc.followers(leader)
+
+	for i := range 5 {
+		e := fmt.Appendf(nil, "from-follower-%d", i)
+		res, err := fol[i%2].cluster.Propose(ctxTimeout(t, 5*time.Second), e)
+		if err != nil {
+			t.Fatalf("propose on follower: %v", err)
+		}
+		if got := binary.BigEndian.Uint64(res); got != uint64(i+1) {
+			t.Fatalf("result %d, want %d (the leader's apply result)", got, i+1)
+		}
+	}
+	res, err := leader.cluster.Propose(ctxTimeout(t, 5*time.Second), []byte("from-leader"))
+	if err != nil || binary.BigEndian.Uint64(res) != 6 {
+		t.Fatalf("propose on leader: %v %v", res, err)
+	}
+	waitApplied(t, tc.nodes, []byte("from-leader"))
+
+	leader.stop()
+	newLeader := tc.leader(fol)
+	if newLeader == leader {
+		t.Fatal("stopped leader still leads")
+	}
+	survivor := tc.followers(newLeader)
+	var other *node
+	for _, n := range survivor {
+		if n != leader {
+			other = n
+		}
+	}
+	if _, err := other.cluster.Propose(ctxTimeout(t, 5*time.Second), []byte("after-failover")); err != nil {
+		t.Fatalf("propose after failover: %v", err)
+	}
+	waitApplied(t, fol, []byte("after-failover"))
+}
+
+// A proposal made while the leader is down and no quorum exists fails with
+// ErrNoLeader by the deadline, and succeeds once a leader is back (retrying inside
+// one Propose call).
+func TestProposeNoLeaderAndRetry(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	leader := tc.leader(tc.nodes)
+	fol := tc.followers(leader)
+	// Stop the leader and one follower: the last one can never elect.
+	leader.stop()
+	fol[0].stop()
+	alone := fol[1]
+	waitFor(t, 5*time.Second, "the lone follower to lose the leader", func() bool {
+		return alone.cluster.Leader() == "" && alone.raft.State() != raft.Leader
+	})
+	start := time.Now()
+	_, err := alone.cluster.Propose(ctxTimeout(t, 700*time.Millisecond), []byte("x"))
+	took := time.Since(start)
+	if !errors.Is(err, ErrNoLeader) {
+		t.Fatalf("got %v, want ErrNoLeader", err)
+	}
+	if took > 1200*time.Millisecond {
+		t.Fatalf("propose returned %v after a 700ms deadline", took)
+	}
+	// Bring one node back: a quorum of two elects a leader while Propose retries.
+	fol[0].start()
+	res, err := alone.cluster.Propose(ctxTimeout(t, 10*time.Second), []byte("after-quorum"))
+	if err != nil {
+		t.Fatalf("propose while quorum returns: %v", err)
+	}
+	if len(res) != 8 {
+		t.Fatalf("bad result %x", res)
+	}
+	waitApplied(t, []*node{alone, fol[0]}, []byte("after-quorum"))
+}
+
+// The leader's apply error comes back typed; a non-leader's NotLeader answer is
+// retried at the real leader.
+func TestForwardErrors(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	leader := tc.leader(tc.nodes)
+	fol := tc.followers(leader)
+	// Replace the leader's apply callback with one that fails.
+	leader.cluster.apply = func(ctx context.Context, entry []byte) ([]byte, error) {
+		if string(entry) == "bad" {
+			return nil, errors.New("rejected by fsm")
+		}
+		return nil, ErrNotLeader
+	}
+	_, err := fol[0].cluster.Propose(ctxTimeout(t, 5*time.Second), []byte("bad"))
+	var re *RemoteError
+	if !errors.As(err, &re) || re.Msg != "rejected by fsm" || re.Peer != leader.id().String() {
+		t.Fatalf("got %v, want RemoteError from the leader", err)
+	}
+	// A leader that keeps saying "not leader" makes the follower retry until the
+	// deadline, then fail with ErrTimeout/ErrNoLeader, never later.
+	start := time.Now()
+	_, err = fol[0].cluster.Propose(ctxTimeout(t, 500*time.Millisecond), []byte("x"))
+	if err == nil || !(errors.Is(err, ErrNoLeader) || errors.Is(err, ErrTimeout)) {
+		t.Fatalf("got %v, want ErrNoLeader or ErrTimeout", err)
+	}
+	if time.Since(start) > time.Second {
+		t.Fatalf("propose hung past its deadline: %v", time.Since(start))
+	}
+}

@@ -1,0 +1,205 @@
+package transport
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+)
+
+// Propose runs entry through the leader's ApplyFunc and returns its result. On the
+// leader it calls the ApplyFunc directly; on a follower it sends the entry to the
+// current leader over ForwardProtocol (one request, one response on a fresh stream of
+// the open connection). While the leader is unknown or changing it retries with
+// bounded exponential backoff, until ctx's deadline (or ProposeTimeout when ctx has
+// none); it never returns later than that.
+//
+// Errors: ErrNoLeader when no leader could be reached before the deadline;
+// ErrTimeout (also matching context.DeadlineExceeded) when the deadline passed while
+// a leader held the request, the entry may have been committed; ErrNotMember when the
+// leader refused this device; *RemoteError for an error returned by the leader's
+// ApplyFunc (not retried); any error of the local ApplyFunc (on the leader) other than
+// a not-leader error, unchanged; ctx.Err() wrapped when ctx was cancelled.
+func (c *Cluster) Propose(ctx context.Context, entry []byte) ([]byte, error) {
+	if len(entry) > c.cfg.MaxFrameSize {
+		return nil, fmt.Errorf("propose: %w", ErrTooLarge)
+	}
+	return c.toLeader(ctx, kindApply, entry, c.apply)
+}
+
+// toLeader runs local on this node if it is the leader, else sends (kind, payload) to
+// the leader over ForwardProtocol, following leader changes until ctx ends.
+func (c *Cluster) toLeader(ctx context.Context, kind byte, payload []byte, local func(context.Context, []byte) ([]byte, error)) ([]byte, error) {
+	ctx, cancel := c.withDeadline(ctx)
+	defer cancel()
+	wait := c.cfg.RetryMin
+	var lastErr error // why the last attempt failed
+	inFlight := false // the last attempt reached a leader
+	self := c.h.ID()
+	for {
+		if c.ctx.Err() != nil {
+			return nil, ErrClosed
+		}
+		_, lid := c.r.LeaderWithID()
+		switch {
+		case c.r.State() == raft.Leader:
+			res, err := local(ctx, payload)
+			if err == nil {
+				return res, nil
+			}
+			if !isNotLeader(err) {
+				if ctx.Err() != nil {
+					return nil, fmt.Errorf("%w: %w", ErrTimeout, err)
+				}
+				return nil, err
+			}
+			lastErr, inFlight = err, true
+		case lid == "" || string(lid) == self.String():
+			lastErr, inFlight = ErrNoLeader, false
+		default:
+			leader, err := peer.Decode(string(lid))
+			if err != nil {
+				return nil, fmt.Errorf("leader id %q: %w", lid, err)
+			}
+			code, body, err := c.call(ctx, leader, ForwardProtocol, kind, payload)
+			switch {
+			case err != nil:
+				lastErr, inFlight = fmt.Errorf("forward to %s: %w", leader, err), ctx.Err() != nil
+			case code == codeOK:
+				return body, nil
+			case code == codeNotLeader:
+				lastErr, inFlight = fmt.Errorf("%s: %w", leader, ErrNotLeader), false
+			case code == codeNotMember:
+				return nil, fmt.Errorf("forward to %s: %w", leader, ErrNotMember)
+			case code == codeAppError:
+				return nil, &RemoteError{Peer: leader.String(), Msg: string(body)}
+			default:
+				return nil, fmt.Errorf("forward to %s: bad request: %s", leader, body)
+			}
+		}
+		if !c.backoff(ctx, &wait) {
+			return nil, c.deadlineError(ctx, lastErr, inFlight)
+		}
+	}
+}
+
+// deadlineError explains why toLeader gave up.
+func (c *Cluster) deadlineError(ctx context.Context, lastErr error, inFlight bool) error {
+	if c.ctx.Err() != nil {
+		return ErrClosed
+	}
+	cerr := ctx.Err()
+	if cerr == nil {
+		cerr = context.Canceled
+	}
+	if errors.Is(cerr, context.Canceled) {
+		return fmt.Errorf("%w (last: %v)", cerr, lastErr)
+	}
+	if inFlight {
+		return fmt.Errorf("%w: %w (last: %v)", ErrTimeout, cerr, lastErr)
+	}
+	if lastErr == nil || errors.Is(lastErr, ErrNoLeader) {
+		return fmt.Errorf("%w: %w", ErrNoLeader, cerr)
+	}
+	return fmt.Errorf("%w: %w (last: %v)", ErrNoLeader, cerr, lastErr)
+}
+
+// isNotLeader reports whether err means "this node is not (or no longer) the leader".
+func isNotLeader(err error) bool {
+	return errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
+		errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, ErrNotLeader)
+}
+
+// call sends one request to p on proto and reads the response, bounded by ctx.
+func (c *Cluster) call(ctx context.Context, p peer.ID, proto protocol.ID, kind byte, payload []byte) (byte, []byte, error) {
+	s, err := c.h.newStream(ctx, p, proto)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer s.Close()
+	stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
+	defer stop()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = s.SetDeadline(dl)
+	}
+	var timeoutMS uint64
+	if dl, ok := ctx.Deadline(); ok {
+		timeoutMS = uint64(max(time.Until(dl).Milliseconds(), 1))
+	}
+	w := bufio.NewWriter(s)
+	if err := writeRequest(w, kind, timeoutMS, payload); err != nil {
+		_ = s.Reset()
+		return 0, nil, fmt.Errorf("write request: %w", err)
+	}
+	_ = s.CloseWrite()
+	code, body, err := readResponse(bufio.NewReader(s), c.cfg.MaxFrameSize)
+	if err != nil {
+		_ = s.Reset()
+		return 0, nil, fmt.Errorf("read response: %w", err)
+	}
+	return code, body, nil
+}
+
+// handleForward serves ForwardProtocol: members only.
+func (c *Cluster) handleForward(s network.Stream) {
+	defer s.Close()
+	remote := s.Conn().RemotePeer()
+	w := bufio.NewWriter(s)
+	_ = s.SetReadDeadline(time.Now().Add(c.cfg.ProposeTimeout))
+	kind, timeoutMS, payload, err := readRequest(bufio.NewReader(s), c.cfg.MaxFrameSize)
+	if err != nil {
+		_ = s.Reset()
+		return
+	}
+	_ = s.SetReadDeadline(time.Time{})
+	if !c.h.IsMember(remote) {
+		c.log.Warn("refused forwarded request from non-member", "peer", remote)
+		_ = writeResponse(w, codeNotMember, nil)
+		return
+	}
+	timeout := c.cfg.ProposeTimeout
+	if timeoutMS > 0 {
+		timeout = min(timeout, time.Duration(timeoutMS)*time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, timeout)
+	defer cancel()
+	_ = s.SetWriteDeadline(time.Now().Add(timeout + time.Second))
+
+	var res []byte
+	switch kind {
+	case kindApply:
+		if c.r.State() != raft.Leader {
+			_ = writeResponse(w, codeNotLeader, []byte(c.Leader()))
+			return
+		}
+		res, err = c.apply(ctx, payload)
+	case kindJoin:
+		res, err = c.leaderJoin(ctx, payload)
+	case kindRemove:
+		res, err = c.leaderRemove(ctx, payload)
+	case kindAddrs:
+		res, err = c.answerAddrs(payload)
+	default:
+		_ = writeResponse(w, codeBadRequest, []byte(fmt.Sprintf("unknown request kind %d", kind)))
+		return
+	}
+	switch {
+	case err == nil:
+		_ = writeResponse(w, codeOK, res)
+	case isNotLeader(err):
+		_ = writeResponse(w, codeNotLeader, []byte(c.Leader()))
+	case errors.Is(err, errBadRequest):
+		_ = writeResponse(w, codeBadRequest, []byte(err.Error()))
+	default:
+		_ = writeResponse(w, codeAppError, []byte(err.Error()))
+	}
+}
+
+// errBadRequest marks malformed requests (answered with codeBadRequest).
+var errBadRequest = errors.New("bad request")

@@ -1,0 +1,355 @@
+package transport
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/pnet"
+)
+
+// testFSM appends every entry; Apply returns the new length as 8 bytes.
+type testFSM struct {
+	mu      sync.Mutex
+	entries [][]byte
+}
+
+func (f *testFSM) Apply(l *raft.Log) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.entries = append(f.entries, append([]byte(nil), l.Data...))
+	return binary.BigEndian.AppendUint64(nil, uint64(len(f.entries)))
+}
+
+func (f *testFSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, err := json.Marshal(f.entries)
+	return fsmSnap(b), err
+}
+
+func (f *testFSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	var es [][]byte
+	if err := json.NewDecoder(rc).Decode(&es); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.entries = es
+	return nil
+}
+
+func (f *testFSM) len() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.entries)
+}
+
+func (f *testFSM) has(e []byte) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, x := range f.entries {
+		if string(x) == string(e) {
+			return true
+		}
+	}
+	return false
+}
+
+type fsmSnap []byte
+
+func (s fsmSnap) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+func (fsmSnap) Release() {}
+
+// raftApply is the ApplyFunc the tests (and the benchmark) give the Cluster.
+func raftApply(r *raft.Raft) ApplyFunc {
+	return func(ctx context.Context, entry []byte) ([]byte, error) {
+		timeout := 5 * time.Second
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = time.Until(dl)
+		}
+		f := r.Apply(entry, timeout)
+		if err := f.Error(); err != nil {
+			return nil, err
+		}
+		switch v := f.Response().(type) {
+		case error:
+			return nil, v
+		case []byte:
+			return v, nil
+		}
+		return nil, errors.New("unexpected fsm response")
+	}
+}
+
+// testRaftConfig has short timeouts so elections take a few hundred milliseconds.
+func testRaftConfig(id peer.ID) *raft.Config {
+	c := raft.DefaultConfig()
+	c.LocalID = raft.ServerID(id.String())
+	c.HeartbeatTimeout = 250 * time.Millisecond
+	c.ElectionTimeout = 250 * time.Millisecond
+	c.LeaderLeaseTimeout = 150 * time.Millisecond
+	c.CommitTimeout = 10 * time.Millisecond
+	c.SnapshotThreshold = 1 << 30
+	c.SnapshotInterval = time.Hour
+	out := io.Discard
+	if testing.Verbose() {
+		out = os.Stderr
+	}
+	c.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Error, Output: out})
+	return c
+}
+
+// node is one device in a test cluster: host, raft (bolt stores, file snapshots) and
+// cluster, all from one data dir so it can be restarted.
+type node struct {
+	t      testing.TB
+	dir    string
+	psk    pnet.PSK
+	listen string
+	tweak  func(*raft.Config)
+
+	host    *Host
+	trans   *raft.NetworkTransport
+	raft    *raft.Raft
+	fsm     *testFSM
+	store   *raftboltdb.BoltStore
+	cluster *Cluster
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func newTestHost(t testing.TB, dir string, psk pnet.PSK, listen string) *Host {
+	t.Helper()
+	h, err := NewHost(HostConfig{
+		DataDir:     dir,
+		PSK:         psk,
+		ListenAddrs: []string{listen},
+		DialTimeout: 2 * time.Second,
+		Logger:      testLogger(t),
+	})
+	if err != nil {
+		t.Fatalf("new host: %v", err)
+	}
+	return h
+}
+
+// startNode opens (or reopens) the node's host, raft and cluster.
+func (n *node) start() {
+	t := n.t
+	t.Helper()
+	n.host = newTestHost(t, n.dir, n.psk, n.listen)
+	if n.listen == "/ip4/127.0.0.1/tcp/0" {
+		n.listen = n.host.Addrs()[0].String() // restart on the same port
+	}
+	trans, err := n.host.RaftTransport(RaftTransportConfig{Timeout: 2 * time.Second, Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.trans = trans
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(n.dir, "raft.db"), NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.store = store
+	snaps, err := raft.NewFileSnapshotStore(n.dir, 2, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.fsm = &testFSM{}
+	cfg := testRaftConfig(n.host.ID())
+	if n.tweak != nil {
+		n.tweak(cfg)
+	}
+	r, err := raft.NewRaft(cfg, n.fsm, store, store, snaps, trans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.raft = r
+	c, err := NewCluster(n.host, r, raftApply(r), ClusterConfig{SyncInterval: 200 * time.Millisecond, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.cluster = c
+}
+
+// stop shuts the node down in the order the signer will: cluster, raft, host.
+func (n *node) stop() {
+	if n.host == nil {
+		return
+	}
+	_ = n.cluster.Close()
+	_ = n.raft.Shutdown().Error()
+	_ = n.store.Close()
+	_ = n.host.Close()
+	n.host = nil
+}
+
+func (n *node) id() peer.ID { return n.host.ID() }
+
+func (n *node) info() peer.AddrInfo { return n.host.AddrInfo() }
+
+type testCluster struct {
+	t     testing.TB
+	psk   pnet.PSK
+	nodes []*node
+}
+
+func newNode(t testing.TB, psk pnet.PSK) *node {
+	n := &node{t: t, dir: t.TempDir(), psk: psk, listen: "/ip4/127.0.0.1/tcp/0"}
+	n.start()
+	t.Cleanup(n.stop)
+	return n
+}
+
+// newTestCluster starts n devices, bootstraps all of them with the same
+// configuration (each knows the others' addresses), and waits for a leader.
+func newTestCluster(t testing.TB, size int) *testCluster {
+	t.Helper()
+	psk, err := GeneratePSK()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := &testCluster{t: t, psk: psk}
+	for range size {
+		tc.nodes = append(tc.nodes, newNode(t, psk))
+	}
+	var servers []raft.Server
+	for _, n := range tc.nodes {
+		id := raft.ServerID(n.id().String())
+		servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: id, Address: raft.ServerAddress(id)})
+		for _, m := range tc.nodes {
+			if m != n {
+				if err := n.host.AddMember(m.info()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	for _, n := range tc.nodes {
+		if err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tc.leader(tc.nodes)
+	return tc
+}
+
+// leader waits until exactly one of nodes is leader and all of them agree on it.
+func (tc *testCluster) leader(nodes []*node) *node {
+	tc.t.Helper()
+	var found *node
+	waitFor(tc.t, 10*time.Second, "a leader all nodes agree on", func() bool {
+		found = nil
+		for _, n := range nodes {
+			if n.raft.State() == raft.Leader {
+				if found != nil {
+					return false
+				}
+				found = n
+			}
+		}
+		if found == nil {
+			return false
+		}
+		for _, n := range nodes {
+			if n.cluster.Leader() != found.id() {
+				return false
+			}
+		}
+		return true
+	})
+	return found
+}
+
+func (tc *testCluster) followers(leader *node) []*node {
+	var out []*node
+	for _, n := range tc.nodes {
+		if n != leader && n.host != nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// waitFor polls cond every 10 ms until it holds or d passes (then fails the test).
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
+// waitApplied waits until every node's FSM holds entry.
+func waitApplied(t testing.TB, nodes []*node, entry []byte) {
+	t.Helper()
+	waitFor(t, 10*time.Second, fmt.Sprintf("entry %q applied on %d nodes", entry, len(nodes)), func() bool {
+		for _, n := range nodes {
+			if !n.fsm.has(entry) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func ctxTimeout(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func configIDs(t testing.TB, r *raft.Raft) map[string]raft.ServerSuffrage {
+	t.Helper()
+	f := r.GetConfiguration()
+	if err := f.Error(); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]raft.ServerSuffrage{}
+	for _, s := range f.Configuration().Servers {
+		out[string(s.ID)] = s.Suffrage
+	}
+	return out
+}
+
+// peerInfoOf returns the peer ID stored in dir's identity (no addresses).
+func peerInfoOf(t testing.TB, dir string) peer.AddrInfo {
+	k, err := LoadOrCreateIdentity(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := peer.IDFromPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return peer.AddrInfo{ID: id}
+}

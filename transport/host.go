@@ -1,0 +1,411 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/event"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+	"github.com/libp2p/go-libp2p/core/pnet"
+	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
+	"github.com/libp2p/go-libp2p/p2p/security/noise"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// Defaults for HostConfig.
+const (
+	DefaultDialTimeout = 5 * time.Second
+	// DefaultPort is the TCP port of DefaultListenAddrs. A fixed port keeps a
+	// device's addresses stable across restarts (members store them).
+	DefaultPort = 7420
+)
+
+// DefaultListenAddrs listen on every IPv4 and IPv6 interface on DefaultPort.
+var DefaultListenAddrs = []string{"/ip4/0.0.0.0/tcp/7420", "/ip6/::/tcp/7420"}
+
+// HostConfig configures NewHost. DataDir and PSK are required.
+type HostConfig struct {
+	// DataDir holds identity.key and members.json. Created if missing.
+	DataDir string
+	// PSK is the 32-byte private network key shared by all devices. Required.
+	PSK pnet.PSK
+	// ListenAddrs are TCP multiaddrs (IPv4 or IPv6). Optional, defaults to
+	// DefaultListenAddrs. QUIC, WebTransport and WebRTC addresses are refused
+	// (ErrUnsupportedAddr): libp2p cannot run them under a private network.
+	ListenAddrs []string
+	// DialTimeout bounds every outgoing dial including the handshake. Optional,
+	// defaults to DefaultDialTimeout. A peer with another PSK fails within it.
+	DialTimeout time.Duration
+	// Logger receives gater refusals and membership events. Optional, defaults to
+	// slog.Default().
+	Logger *slog.Logger
+	// Now is the clock used for join windows. Optional, defaults to time.Now.
+	Now func() time.Time
+}
+
+// Host is a device's libp2p host: persistent identity, TCP + Noise + yamux under a
+// private network key, a connection gater admitting members, and the persistent
+// member address book. All methods are safe for concurrent use.
+type Host struct {
+	h     host.Host
+	cfg   HostConfig
+	log   *slog.Logger
+	gater *gater
+	book  *addrBook
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// NewHost validates cfg, loads or creates the identity and the address book, starts
+// listening, and starts connecting to the known members in the background.
+func NewHost(cfg HostConfig) (*Host, error) {
+	if len(cfg.PSK) != PSKSize {
+		return nil, ErrNoPSK
+	}
+	if cfg.DataDir == "" {
+		return nil, errors.New("transport: HostConfig.DataDir is required")
+	}
+	if len(cfg.ListenAddrs) == 0 {
+		cfg.ListenAddrs = DefaultListenAddrs
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	listen := make([]ma.Multiaddr, 0, len(cfg.ListenAddrs))
+	for _, s := range cfg.ListenAddrs {
+		a, err := parseListenAddr(s)
+		if err != nil {
+			return nil, err
+		}
+		listen = append(listen, a)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	key, err := LoadOrCreateIdentity(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	book, err := loadAddrBook(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger.With("component", "transport")
+	g := newGater(log, cfg.Now)
+	for p := range book.all() {
+		g.setMember(p, true)
+	}
+	h, err := libp2p.New(
+		libp2p.Identity(key),
+		libp2p.PrivateNetwork(cfg.PSK),
+		libp2p.ListenAddrs(listen...),
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Security(noise.ID, noise.New),
+		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
+		libp2p.ConnectionGater(g),
+		libp2p.DisableRelay(),
+		libp2p.WithDialTimeout(cfg.DialTimeout),
+		libp2p.DisableMetrics(),
+		libp2p.Ping(false),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("start libp2p host: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	hst := &Host{h: h, cfg: cfg, log: log.With("self", h.ID().String()), gater: g, book: book, ctx: ctx, cancel: cancel}
+	for p, addrs := range book.all() {
+		h.Peerstore().AddAddrs(p, addrs, peerstore.PermanentAddrTTL)
+	}
+	sub, err := h.EventBus().Subscribe(new(event.EvtPeerIdentificationCompleted))
+	if err != nil {
+		_ = h.Close()
+		cancel()
+		return nil, fmt.Errorf("subscribe to identify events: %w", err)
+	}
+	hst.wg.Add(2)
+	go func() {
+		defer hst.wg.Done()
+		hst.ConnectMembers(ctx)
+	}()
+	go hst.refreshAddrs(sub)
+	return hst, nil
+}
+
+// refreshAddrs keeps members' addresses current: when a member identifies itself
+// (on every new connection) with other listen addresses than the book holds, for
+// instance after it restarted on another port, the book is updated.
+func (h *Host) refreshAddrs(sub event.Subscription) {
+	defer h.wg.Done()
+	defer sub.Close()
+	for {
+		select {
+		case <-h.ctx.Done():
+			return
+		case ev, ok := <-sub.Out():
+			if !ok {
+				return
+			}
+			e := ev.(event.EvtPeerIdentificationCompleted)
+			if !h.book.has(e.Peer) || len(e.ListenAddrs) == 0 {
+				continue
+			}
+			var tcpAddrs []ma.Multiaddr
+			for _, a := range e.ListenAddrs {
+				if _, err := parseListenAddr(a.String()); err == nil {
+					tcpAddrs = append(tcpAddrs, a)
+				}
+			}
+			if len(tcpAddrs) == 0 {
+				continue
+			}
+			h.h.Peerstore().AddAddrs(e.Peer, tcpAddrs, peerstore.PermanentAddrTTL)
+			if err := h.book.set(e.Peer, tcpAddrs); err != nil {
+				h.log.Error("update member addresses", "peer", e.Peer, "err", err)
+			}
+		}
+	}
+}
+
+// parseListenAddr accepts only TCP multiaddrs over ip4, ip6 or dns.
+func parseListenAddr(s string) (ma.Multiaddr, error) {
+	a, err := ma.NewMultiaddr(s)
+	if err != nil {
+		return nil, fmt.Errorf("listen address %q: %w", s, err)
+	}
+	hasTCP := false
+	for _, c := range a {
+		switch c.Protocol().Code {
+		case ma.P_TCP:
+			hasTCP = true
+		case ma.P_UDP, ma.P_QUIC, ma.P_QUIC_V1, ma.P_WEBTRANSPORT, ma.P_WEBRTC, ma.P_WEBRTC_DIRECT:
+			return nil, fmt.Errorf("%w: %q", ErrUnsupportedAddr, s)
+		}
+	}
+	if !hasTCP {
+		return nil, fmt.Errorf("%w: %q", ErrUnsupportedAddr, s)
+	}
+	return a, nil
+}
+
+// ID returns this device's peer ID (also its Raft server ID and address).
+func (h *Host) ID() peer.ID { return h.h.ID() }
+
+// LibP2P returns the underlying libp2p host (for diagnostics; do not close it).
+func (h *Host) LibP2P() host.Host { return h.h }
+
+// Addrs returns the addresses this host listens on, without the /p2p component.
+func (h *Host) Addrs() []ma.Multiaddr { return h.h.Addrs() }
+
+// AddrInfo returns this host's peer ID and listen addresses.
+func (h *Host) AddrInfo() peer.AddrInfo { return peer.AddrInfo{ID: h.h.ID(), Addrs: h.h.Addrs()} }
+
+// P2PAddrs returns the listen addresses with the /p2p/<id> component, the form a
+// joining device is given.
+func (h *Host) P2PAddrs() []ma.Multiaddr {
+	as, _ := peer.AddrInfoToP2pAddrs(&peer.AddrInfo{ID: h.h.ID(), Addrs: h.h.Addrs()})
+	return as
+}
+
+// Connect dials p with the configured dial timeout (or ctx's deadline if earlier).
+// Its addresses are added to the peerstore for the dial only (members keep theirs
+// permanently through AddMember). Errors: ErrHandshake when TCP connected but the
+// secure handshake failed or stalled (wrong or missing network key), ErrRefused when
+// the peer's gater closed the connection (not a member, no join window open),
+// ErrUnreachable when no address accepted a TCP connection; the first and last wrap
+// libp2p's error.
+func (h *Host) Connect(ctx context.Context, p peer.AddrInfo) error {
+	if h.ctx.Err() != nil {
+		return ErrClosed
+	}
+	if p.ID == h.h.ID() {
+		return nil
+	}
+	if h.h.Network().Connectedness(p.ID) == network.Connected {
+		return nil
+	}
+	if len(p.Addrs) > 0 {
+		h.h.Peerstore().AddAddrs(p.ID, p.Addrs, peerstore.TempAddrTTL)
+	}
+	dctx, cancel := context.WithTimeout(ctx, h.cfg.DialTimeout)
+	defer cancel()
+	// Force a direct dial: it skips libp2p's dial backoff (up to minutes after a failure),
+	// which would otherwise outlast a peer's restart or a healed partition.
+	dctx = network.WithForceDirectDial(dctx, "baton connect")
+	err := h.h.Connect(dctx, peer.AddrInfo{ID: p.ID})
+	if err == nil {
+		// The dialer finishes its handshake before the listener's gater decides, so a
+		// refusal shows up as a connection closed during identify.
+		protos, _ := h.h.Peerstore().GetProtocols(p.ID)
+		if h.h.Network().Connectedness(p.ID) != network.Connected || len(protos) == 0 {
+			return fmt.Errorf("connect %s: %w", p.ID, ErrRefused)
+		}
+		return nil
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("connect %s: %w", p.ID, ctx.Err())
+	}
+	return classifyDialError(p.ID, err)
+}
+
+// classifyDialError turns libp2p's dial error into ErrUnreachable (every address
+// refused at the TCP level) or ErrHandshake (TCP connected, the upgrade failed or hung,
+// which under pnet nearly always means a different network key).
+func classifyDialError(p peer.ID, err error) error {
+	if errors.Is(err, swarm.ErrNoAddresses) {
+		return fmt.Errorf("connect %s: %w: no known addresses", p, ErrUnreachable)
+	}
+	if errors.Is(err, swarm.ErrGaterDisallowedConnection) {
+		return fmt.Errorf("connect %s: %w", p, err)
+	}
+	var de *swarm.DialError
+	if errors.As(err, &de) && len(de.DialErrors) > 0 {
+		unreachable := 0
+		for _, te := range de.DialErrors {
+			var oe *net.OpError
+			if errors.As(te.Cause, &oe) && oe.Op == "dial" {
+				unreachable++
+			}
+		}
+		if unreachable == len(de.DialErrors) {
+			return fmt.Errorf("connect %s: %w: %w", p, ErrUnreachable, err)
+		}
+	}
+	return fmt.Errorf("connect %s: %w (%w)", p, ErrHandshake, err)
+}
+
+// ConnectMembers dials every member in the address book that is not connected yet,
+// concurrently, and waits for the attempts. Failures are logged, not returned: an
+// unreachable member is normal (it may be down) and Raft retries on its own.
+func (h *Host) ConnectMembers(ctx context.Context) {
+	var wg sync.WaitGroup
+	for p, addrs := range h.book.all() {
+		if p == h.h.ID() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := h.Connect(ctx, peer.AddrInfo{ID: p, Addrs: addrs}); err != nil && ctx.Err() == nil {
+				h.log.Debug("pre-connect member failed", "peer", p, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// AllowJoin opens a join window until `until`: the gater admits peers that are not
+// members (they proved the network key) but serves them only the join protocol, and a
+// join request must carry token. A later call replaces the window.
+func (h *Host) AllowJoin(token []byte, until time.Time) { h.gater.openJoin(token, until) }
+
+// CloseJoin closes the join window at once.
+func (h *Host) CloseJoin() { h.gater.closeJoin() }
+
+// AllowPeer admits p (and remembers its addresses for the session) without making it
+// a member: a joining device allows the members it was given so they can reach it.
+func (h *Host) AllowPeer(p peer.AddrInfo) {
+	h.gater.allow(p.ID)
+	if len(p.Addrs) > 0 {
+		h.h.Peerstore().AddAddrs(p.ID, p.Addrs, peerstore.PermanentAddrTTL)
+	}
+}
+
+// AddMember records p in the address book (persisted; addresses with a permanent
+// TTL; empty Addrs keeps earlier ones) and admits it through the gater.
+func (h *Host) AddMember(p peer.AddrInfo) error {
+	if p.ID == h.h.ID() {
+		return nil
+	}
+	h.gater.setMember(p.ID, true)
+	if len(p.Addrs) > 0 {
+		h.h.Peerstore().AddAddrs(p.ID, p.Addrs, peerstore.PermanentAddrTTL)
+	}
+	return h.book.set(p.ID, p.Addrs)
+}
+
+// RemoveMember forgets p: the gater refuses it from now on, its connections are
+// closed and it leaves the address book.
+func (h *Host) RemoveMember(p peer.ID) error {
+	h.gater.setMember(p, false)
+	err := h.book.remove(p)
+	_ = h.h.Network().ClosePeer(p)
+	h.h.Peerstore().ClearAddrs(p)
+	_ = h.h.Peerstore().SetProtocols(p)
+	return err
+}
+
+// Members returns the address book: every known member except this device.
+func (h *Host) Members() []peer.AddrInfo {
+	var out []peer.AddrInfo
+	for p, as := range h.book.all() {
+		out = append(out, peer.AddrInfo{ID: p, Addrs: as})
+	}
+	return out
+}
+
+// IsMember reports whether p is admitted to the member protocols (Raft, forwarding):
+// a member in the address book or a peer allowed with AllowPeer, and not blocked.
+func (h *Host) IsMember(p peer.ID) bool { return p == h.h.ID() || h.gater.isMember(p) }
+
+// Block is fault injection (partitions in tests and drills): connections to and from
+// the peers are closed and refused until Unblock or UnblockAll.
+func (h *Host) Block(ps ...peer.ID) {
+	h.gater.setBlocked(ps, true)
+	for _, p := range ps {
+		_ = h.h.Network().ClosePeer(p)
+	}
+}
+
+// Unblock undoes Block for ps. It does not reconnect; Raft and forwarding redial.
+func (h *Host) Unblock(ps ...peer.ID) {
+	h.gater.setBlocked(ps, false)
+	if sw, ok := h.h.Network().(*swarm.Swarm); ok {
+		for _, p := range ps {
+			sw.Backoff().Clear(p)
+		}
+	}
+}
+
+// UnblockAll undoes every Block.
+func (h *Host) UnblockAll() {
+	h.gater.unblockAll()
+	if sw, ok := h.h.Network().(*swarm.Swarm); ok {
+		for p := range h.book.all() {
+			sw.Backoff().Clear(p)
+		}
+	}
+}
+
+// Close stops background dials and closes the libp2p host (all streams, listeners
+// and stream handlers). Close the Raft node and Cluster first. Idempotent.
+func (h *Host) Close() error {
+	h.closeOnce.Do(func() {
+		h.cancel()
+		h.closeErr = h.h.Close()
+		h.wg.Wait()
+	})
+	return h.closeErr
+}

@@ -1,0 +1,196 @@
+package transport
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestWrongPSKFailsFastWithClearError(t *testing.T) {
+	pskA, _ := GeneratePSK()
+	pskB, _ := GeneratePSK()
+	a := newTestHost(t, t.TempDir(), pskA, "/ip4/127.0.0.1/tcp/0")
+	defer a.Close()
+	b := newTestHost(t, t.TempDir(), pskB, "/ip4/127.0.0.1/tcp/0")
+	defer b.Close()
+	// Even with b admitted as a member on a, the network key differs.
+	if err := a.AddMember(b.AddrInfo()); err != nil {
+		t.Fatal(err)
+	}
+	b.AllowPeer(a.AddrInfo())
+	start := time.Now()
+	err := a.Connect(ctxTimeout(t, 10*time.Second), b.AddrInfo())
+	took := time.Since(start)
+	if !errors.Is(err, ErrHandshake) {
+		t.Fatalf("connect with another psk: got %v, want ErrHandshake", err)
+	}
+	if !strings.Contains(err.Error(), "handshake failed: wrong or missing network key?") {
+		t.Fatalf("error text %q does not say why", err)
+	}
+	if took > 3*time.Second { // dial timeout is 2 s
+		t.Fatalf("wrong-key dial took %v, want within the dial timeout", took)
+	}
+	t.Logf("wrong key: %v (after %v)", err, took)
+}
+
+func TestNonMemberRefusedByGater(t *testing.T) {
+	psk, _ := GeneratePSK()
+	a := newTestHost(t, t.TempDir(), psk, "/ip4/127.0.0.1/tcp/0")
+	defer a.Close()
+	b := newTestHost(t, t.TempDir(), psk, "/ip4/127.0.0.1/tcp/0")
+	defer b.Close()
+	err := b.Connect(ctxTimeout(t, 10*time.Second), a.AddrInfo())
+	if err == nil {
+		t.Fatal("a non-member connected without a join window")
+	}
+	if !errors.Is(err, ErrRefused) {
+		t.Fatalf("non-member: got %v, want ErrRefused", err)
+	}
+	if a.LibP2P().Network().Connectedness(b.ID()) == 1 {
+		t.Fatal("a still connected to b")
+	}
+	// A join window admits it (the join protocol then checks the token).
+	a.AllowJoin([]byte("secret"), time.Now().Add(time.Minute))
+	if err := b.Connect(ctxTimeout(t, 10*time.Second), a.AddrInfo()); err != nil {
+		t.Fatalf("connect during join window: %v", err)
+	}
+	// An expired window admits nobody new.
+	c := newTestHost(t, t.TempDir(), psk, "/ip4/127.0.0.1/tcp/0")
+	defer c.Close()
+	a.AllowJoin([]byte("secret"), time.Now().Add(-time.Second))
+	if err := c.Connect(ctxTimeout(t, 10*time.Second), a.AddrInfo()); err == nil {
+		t.Fatal("connected through an expired join window")
+	}
+}
+
+func TestIdentityPersistsAndCorruptIsError(t *testing.T) {
+	dir := t.TempDir()
+	k1, err := LoadOrCreateIdentity(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(filepath.Join(dir, IdentityFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Fatalf("identity.key mode %v, want 0600", st.Mode().Perm())
+	}
+	k2, err := LoadOrCreateIdentity(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !k1.Equals(k2) {
+		t.Fatal("identity changed across loads")
+	}
+	if err := os.WriteFile(filepath.Join(dir, IdentityFile), []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadOrCreateIdentity(dir); !errors.Is(err, ErrCorruptIdentity) {
+		t.Fatalf("corrupt identity: got %v, want ErrCorruptIdentity", err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, IdentityFile))
+	if string(b) != "garbage" {
+		t.Fatal("corrupt identity file was replaced")
+	}
+}
+
+func TestPSKCodec(t *testing.T) {
+	psk, err := GeneratePSK()
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := EncodePSK(psk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(enc), "/key/swarm/psk/1.0.0/\n/base64/\n") {
+		t.Fatalf("encoding %q is not the swarm key format", enc)
+	}
+	for _, in := range [][]byte{enc, []byte(strings.Split(string(enc), "\n")[2])} {
+		got, err := DecodePSK(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(psk) {
+			t.Fatal("psk round trip changed the key")
+		}
+	}
+	path := filepath.Join(t.TempDir(), "swarm.key")
+	if err := WritePSKFile(path, psk); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadPSKFile(path)
+	if err != nil || string(got) != string(psk) {
+		t.Fatalf("psk file round trip: %v", err)
+	}
+	if _, err := DecodePSK([]byte("c2hvcnQ=")); !errors.Is(err, ErrNoPSK) {
+		t.Fatalf("short key: got %v, want ErrNoPSK", err)
+	}
+}
+
+func TestHostConfigValidation(t *testing.T) {
+	psk, _ := GeneratePSK()
+	if _, err := NewHost(HostConfig{DataDir: t.TempDir()}); !errors.Is(err, ErrNoPSK) {
+		t.Fatalf("no psk: got %v, want ErrNoPSK", err)
+	}
+	for _, a := range []string{"/ip4/127.0.0.1/udp/0/quic-v1", "/ip4/127.0.0.1/udp/0/quic-v1/webtransport", "/ip4/127.0.0.1/udp/0/webrtc-direct"} {
+		_, err := NewHost(HostConfig{DataDir: t.TempDir(), PSK: psk, ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0", a}})
+		if !errors.Is(err, ErrUnsupportedAddr) {
+			t.Fatalf("%s: got %v, want ErrUnsupportedAddr", a, err)
+		}
+	}
+	// IPv6 loopback works when the machine has it.
+	h, err := NewHost(HostConfig{DataDir: t.TempDir(), PSK: psk, ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0", "/ip6/::1/tcp/0"}, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if len(h.Addrs()) == 0 {
+		t.Fatal("no listen addresses")
+	}
+}
+
+func TestAddrBookPersists(t *testing.T) {
+	psk, _ := GeneratePSK()
+	dir := t.TempDir()
+	a := newTestHost(t, dir, psk, "/ip4/127.0.0.1/tcp/0")
+	b := newTestHost(t, t.TempDir(), psk, "/ip4/127.0.0.1/tcp/0")
+	defer b.Close()
+	if err := a.AddMember(b.AddrInfo()); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(filepath.Join(dir, AddrBookFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Fatalf("members.json mode %v", st.Mode().Perm())
+	}
+	b.AllowPeer(peerInfoOf(t, dir)) // b must admit a's restarted host
+	a2 := newTestHost(t, dir, psk, "/ip4/127.0.0.1/tcp/0")
+	defer a2.Close()
+	if !a2.IsMember(b.ID()) {
+		t.Fatal("member not admitted after restart")
+	}
+	ms := a2.Members()
+	if len(ms) != 1 || ms[0].ID != b.ID() || len(ms[0].Addrs) == 0 {
+		t.Fatalf("members after restart: %v", ms)
+	}
+	// Members are pre-connected at start.
+	waitFor(t, 5*time.Second, "pre-connection to the member", func() bool {
+		return a2.LibP2P().Network().Connectedness(b.ID()) == 1
+	})
+	if err := os.WriteFile(filepath.Join(dir, AddrBookFile), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewHost(HostConfig{DataDir: dir, PSK: psk, ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}}); err == nil {
+		t.Fatal("corrupt address book accepted")
+	}
+}
