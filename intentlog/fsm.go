@@ -32,6 +32,8 @@ type FSM struct {
 	db     *bolt.DB
 	hot    atomic.Pointer[hotState]
 	notify *notifier
+
+	restores atomic.Uint64 // snapshots restored since open (observability, tests)
 }
 
 var (

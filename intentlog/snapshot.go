@@ -193,6 +193,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err := f.loadHot(); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
+	f.restores.Add(1)
 	f.notify.publish(nil)
 	return nil
 }

@@ -1,0 +1,252 @@
+package intentlog
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"testing"
+
+	"github.com/hashicorp/raft"
+)
+
+// genLogs produces a seeded mix of every entry kind, valid and not, including commits
+// built against the state of the reference FSM ref (so many of them are accepted).
+func genLogs(t testing.TB, ref *harness, rng *rand.Rand, n int) []*raft.Log {
+	var logs []*raft.Log
+	holders := []string{"a", "b", "c"}
+	for len(logs) < n {
+		v := ref.f.View()
+		var e Entry
+		switch rng.Intn(12) {
+		case 0, 1, 2, 3:
+			var ins []Intent
+			for j := rng.Intn(4); j >= 0; j-- {
+				id := fmt.Sprintf("id-%d", rng.Intn(200))
+				path := fmt.Sprintf("col%d/r%d", rng.Intn(3), rng.Intn(20))
+				switch rng.Intn(10) {
+				case 0:
+					ins = append(ins, del(id, path))
+				case 1:
+					ins = append(ins, put(id, "bad", "x")) // reserved
+				case 2:
+					ins = append(ins, Intent{ID: id, Op: OpDel, Path: path, Value: []byte("v")})
+				default:
+					ins = append(ins, put(id, path, fmt.Sprint(rng.Int63())))
+				}
+			}
+			e = IntentsEntry{Intents: ins}
+		case 4:
+			prev := v.Lease.Epoch
+			if rng.Intn(4) == 0 {
+				prev = uint64(rng.Intn(3))
+			}
+			e = ClaimEntry{Holder: holders[rng.Intn(3)], Epoch: prev + 1, PrevEpoch: prev,
+				TS: rng.Int63n(1e6), TTL: 1 + rng.Int63n(5000), Force: rng.Intn(3) == 0, Reason: []string{"", "why"}[rng.Intn(2)]}
+		case 5:
+			e = RenewEntry{Holder: holders[rng.Intn(3)], Epoch: v.Lease.Epoch, TS: rng.Int63n(1e6)}
+		case 6:
+			e = ReleaseEntry{Holder: holders[rng.Intn(3)], Epoch: v.Lease.Epoch}
+		case 7:
+			e = TransferEntry{Holder: v.Lease.Holder, Epoch: v.Lease.Epoch, To: []string{"a", "b", "c", "z"}[rng.Intn(4)], TS: rng.Int63n(1e6)}
+		case 8, 9, 10:
+			pend := ref.pending()
+			if len(pend) == 0 {
+				continue
+			}
+			raw := commitRaw(ref, func(c *testCommit) {
+				c.Ops = pend[:1+rng.Intn(len(pend))]
+				if rng.Intn(8) == 0 {
+					c.Seq++
+				}
+			})
+			e = CommitEntry{Raw: raw}
+		case 11:
+			if rng.Intn(2) == 0 {
+				b := make([]byte, rng.Intn(20))
+				rng.Read(b)
+				ref.applyRaw(b)
+				logs = append(logs, &raft.Log{Index: ref.idx, Type: raft.LogCommand, Data: b})
+			} else {
+				ids := holders[:1+rng.Intn(3)]
+				ref.members(ids...)
+				var cfg raft.Configuration
+				for _, id := range ids {
+					cfg.Servers = append(cfg.Servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(id)})
+				}
+				logs = append(logs, &raft.Log{Index: ref.idx, Type: raft.LogConfiguration, Data: raft.EncodeConfiguration(cfg)})
+			}
+			continue
+		}
+		b, err := Encode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref.applyRaw(b)
+		logs = append(logs, &raft.Log{Index: ref.idx, Type: raft.LogCommand, Data: b})
+	}
+	return logs
+}
+
+func TestDeterminismAndRestore(t *testing.T) {
+	for seed := int64(1); seed <= 3; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewSource(seed))
+			a := newHarness(t)
+			logs := genLogs(t, a, rng, 300)
+			if a.f.View().Head.Seq == 0 {
+				t.Fatal("generator produced no accepted commit; the test would be weak")
+			}
+
+			// Replica b applies the same entries in random batch sizes.
+			b := newHarness(t)
+			for i := 0; i < len(logs); {
+				n := 1 + rng.Intn(40)
+				if i+n > len(logs) {
+					n = len(logs) - i
+				}
+				b.f.ApplyBatch(logs[i : i+n])
+				i += n
+			}
+			da := a.dump()
+			if !bytes.Equal(da, b.dump()) {
+				t.Fatal("replicas that applied the same entries produce different snapshots")
+			}
+			if a.f.View() != b.f.View() {
+				t.Fatalf("views differ: %+v vs %+v", a.f.View(), b.f.View())
+			}
+
+			// A restored replica dumps the same bytes and stays in step afterwards.
+			c := newHarness(t)
+			c.mustAccept(one(put("junk", "x/y", "state to be replaced")))
+			if err := c.f.Restore(io.NopCloser(bytes.NewReader(da))); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(da, c.dump()) {
+				t.Fatal("restored replica's snapshot differs")
+			}
+			if c.f.View() != a.f.View() || fmt.Sprint(c.f.Rejections()) != fmt.Sprint(a.f.Rejections()) {
+				t.Fatal("restored hot state differs")
+			}
+			c.idx = a.idx
+			more := genLogs(t, a, rng, 50)
+			c.f.ApplyBatch(more)
+			if !bytes.Equal(a.dump(), c.dump()) {
+				t.Fatal("restored replica diverged on later entries")
+			}
+		})
+	}
+}
+
+func TestRestoreRejectsBadSnapshots(t *testing.T) {
+	src := newHarness(t)
+	held(src)
+	src.mustAccept(one(put("i", "c/r", "v")))
+	good := src.dump()
+
+	dst := newHarness(t)
+	dst.mustAccept(one(put("keep", "k/k", "me")))
+	keep := dst.dump()
+
+	flip := func(i int) []byte { b := append([]byte{}, good...); b[i] ^= 0x40; return b }
+	bad := map[string][]byte{
+		"empty":         {},
+		"truncated":     good[:len(good)-1],
+		"trailing":      append(append([]byte{}, good...), 0),
+		"magic":         flip(0),
+		"version":       flip(len(snapMagic)),
+		"body bit flip": flip(len(good) / 2),
+		"checksum flip": flip(len(good) - 1),
+		"no checksum":   good[:len(good)-32],
+	}
+	for name, b := range bad {
+		err := dst.f.Restore(io.NopCloser(bytes.NewReader(b)))
+		if !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: restore err %v, want ErrMalformed", name, err)
+		}
+		if !bytes.Equal(keep, dst.dump()) {
+			t.Fatalf("%s: failed restore changed the state", name)
+		}
+	}
+	if v, ok, _ := (&Log{fsm: dst.f}).Record("k/k"); ok || v != nil {
+		// Unsigned intents are not records; the pending queue must still hold it.
+		t.Fatal("unexpected record")
+	}
+	if dst.f.View().Pending != 1 {
+		t.Fatal("old state lost after failed restores")
+	}
+}
+
+func TestFSMReopenKeepsState(t *testing.T) {
+	dir := t.TempDir()
+	f, err := NewFSM(dir, testVerify)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, f: f}
+	logs := genLogs(t, h, rand.New(rand.NewSource(7)), 100)
+	before, view, rej := h.dump(), f.View(), fmt.Sprint(f.Rejections())
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f2, err := NewFSM(dir, testVerify)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f2.Close()
+	if !bytes.Equal(before, dumpOf(t, f2)) || f2.View() != view || fmt.Sprint(f2.Rejections()) != rej {
+		t.Fatal("reopened state differs")
+	}
+	// Replaying the whole log after a restart applies nothing twice.
+	f2.ApplyBatch(logs)
+	if !bytes.Equal(before, dumpOf(t, f2)) {
+		t.Fatal("replayed entries were applied again")
+	}
+}
+
+// FuzzApply: arbitrary entry bytes never panic the apply, and a rejected entry changes
+// nothing but the rejection counters (and the applied index).
+func FuzzApply(f *testing.F) {
+	for _, e := range sampleEntries() {
+		b, _ := Encode(e)
+		f.Add(b)
+	}
+	for _, e := range []Entry{
+		one(put("n", "c/n", "v")),
+		ClaimEntry{Holder: "b", Epoch: 2, PrevEpoch: 1, TTL: 9},
+		RenewEntry{Holder: "a", Epoch: 1, TS: 7},
+		TransferEntry{Holder: "a", Epoch: 1, To: "b"},
+	} {
+		b, _ := Encode(e)
+		f.Add(b)
+	}
+	h := newHarness(f)
+	h.f.db.NoSync = true // fuzzing measures logic, not the disk
+	h.members("a", "b")
+	heldWithPending(h)
+	f.Add(encodeCommitForFuzz(h))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h.t = t
+		before := h.stateDigest()
+		rej := h.rejections()
+		res := h.applyRaw(data)
+		if !res.Accepted {
+			if h.stateDigest() != before {
+				t.Fatalf("rejected entry (%s) changed the state", res.Reason)
+			}
+			if h.rejections() <= rej {
+				t.Fatalf("rejected entry was not counted")
+			}
+		}
+		if res.Index != h.idx {
+			t.Fatalf("result index %d, want %d", res.Index, h.idx)
+		}
+	})
+}
+
+// encodeCommitForFuzz returns a valid Commit entry over the harness's pending intents.
+func encodeCommitForFuzz(h *harness) []byte {
+	b, _ := Encode(CommitEntry{Raw: commitRaw(h, nil)})
+	return b
+}

@@ -1,0 +1,91 @@
+package intentlog
+
+import (
+	"testing"
+)
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestWatchWakesOnApply(t *testing.T) {
+	h := newHarness(t)
+	w1, w2 := h.f.notify.watchCh(), h.f.notify.watchCh()
+	if closed(w1) {
+		t.Fatal("watch closed before any apply")
+	}
+	h.mustAccept(one(put("a", "c/1", "")))
+	if !closed(w1) || !closed(w2) {
+		t.Fatal("watchers not woken by an accepted entry")
+	}
+	w3 := h.f.notify.watchCh()
+	h.apply(one(put("a", "c/1", ""))) // duplicate only: nothing changed
+	if closed(w3) {
+		t.Fatal("watch woken by an entry that changed nothing")
+	}
+	h.apply(RenewEntry{Holder: "x", Epoch: 9}) // rejected: counters changed
+	if !closed(w3) {
+		t.Fatal("watch not woken by a rejection")
+	}
+}
+
+func TestSubscribeDeliversTypedEvents(t *testing.T) {
+	h := newHarness(t)
+	sub := h.f.notify.subscribe()
+	defer sub.Close()
+	held(h)
+	h.mustAccept(IntentsEntry{Intents: []Intent{put("i1", "c/1", "v"), put("i2", "c/2", "v")}})
+	res, raw := h.commitPending(2)
+	want := []Event{
+		LeaseChanged{Index: 1, Event: "claim", Lease: Lease{Holder: "a", Epoch: 1, TS: 100, TTL: 1000}},
+		IntentAccepted{ID: "i1", Index: 2},
+		IntentAccepted{ID: "i2", Index: 2},
+		CommitApplied{Index: 3, Head: res.Head, Raw: raw},
+	}
+	for i, w := range want {
+		select {
+		case got := <-sub.C:
+			if ca, ok := got.(CommitApplied); ok {
+				wc := w.(CommitApplied)
+				if ca.Index != wc.Index || ca.Head != wc.Head || string(ca.Raw) != string(wc.Raw) {
+					t.Fatalf("event %d: %+v, want %+v", i, got, w)
+				}
+			} else if got != w {
+				t.Fatalf("event %d: %+v, want %+v", i, got, w)
+			}
+		default:
+			t.Fatalf("event %d missing", i)
+		}
+	}
+	if sub.Lost() != 0 {
+		t.Fatalf("lost %d", sub.Lost())
+	}
+}
+
+func TestSubscribeNeverBlocksApply(t *testing.T) {
+	h := newHarness(t)
+	sub := h.f.notify.subscribe()
+	ins := make([]Intent, SubscriptionBuffer+10)
+	for i := range ins {
+		ins[i] = put(string(rune('a'+i%26))+string(rune(0x100+i)), "c/r", "")
+	}
+	h.mustAccept(IntentsEntry{Intents: ins}) // more events than the buffer holds
+	if sub.Lost() != 10 {
+		t.Fatalf("lost %d, want 10", sub.Lost())
+	}
+	sub.Close()
+	sub.Close()
+	n := 0
+	for range sub.C {
+		n++
+	}
+	if n != SubscriptionBuffer {
+		t.Fatalf("drained %d events, want %d", n, SubscriptionBuffer)
+	}
+	h.mustAccept(one(put("after-close", "c/r", ""))) // must not panic on a closed subscription
+}
