@@ -51,6 +51,8 @@ func (g *gater) isMember(p peer.ID) bool {
 func (g *gater) setMember(p peer.ID, ok bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	// Either way p is no longer merely "allowed": it became a member, or it left.
+	delete(g.allowed, p)
 	if ok {
 		g.members[p] = true
 	} else {

@@ -349,12 +349,27 @@ func (h *Host) AddMember(p peer.AddrInfo) error {
 // RemoveMember forgets p: the gater refuses it from now on, its connections are
 // closed and it leaves the address book.
 func (h *Host) RemoveMember(p peer.ID) error {
+	err := h.forgetMember(p)
+	h.dropPeer(p)
+	return err
+}
+
+// forgetMember removes p from the gater and the address book but leaves its open
+// connections alone (so a reply in flight to it is still delivered).
+func (h *Host) forgetMember(p peer.ID) error {
 	h.gater.setMember(p, false)
-	err := h.book.remove(p)
+	return h.book.remove(p)
+}
+
+// dropPeer closes p's connections and forgets its addresses, unless it is a member
+// (again).
+func (h *Host) dropPeer(p peer.ID) {
+	if h.gater.isMember(p) {
+		return
+	}
 	_ = h.h.Network().ClosePeer(p)
 	h.h.Peerstore().ClearAddrs(p)
 	_ = h.h.Peerstore().SetProtocols(p)
-	return err
 }
 
 // Members returns the address book: every known member except this device.

@@ -64,7 +64,8 @@ func (c *Cluster) Join(ctx context.Context, seeds []peer.AddrInfo, token []byte,
 			return nil
 		}
 		var re *RemoteError
-		if errors.Is(err, ErrBadToken) || errors.Is(err, ErrNotMember) || errors.As(err, &re) || errors.Is(err, ErrHandshake) {
+		if errors.Is(err, ErrBadToken) || errors.Is(err, ErrNotMember) || errors.As(err, &re) ||
+			errors.Is(err, ErrHandshake) || errors.Is(err, ErrRefused) {
 			return fmt.Errorf("join via %s: %w", seed.ID, err)
 		}
 		lastErr = err
@@ -236,7 +237,7 @@ func (c *Cluster) Leave(ctx context.Context) error {
 		return fmt.Errorf("leave: %w", err)
 	}
 	for _, m := range c.h.Members() {
-		_ = c.h.RemoveMember(m.ID)
+		c.forget(m.ID)
 	}
 	c.log.Info("left the cluster")
 	return nil
@@ -269,9 +270,8 @@ func (c *Cluster) leaderRemove(ctx context.Context, payload []byte) ([]byte, err
 	}
 	c.log.Info("member removed", "peer", p)
 	if p != c.h.ID() {
-		_ = c.h.RemoveMember(p)
+		c.forget(p)
 	}
-	c.kickSync()
 	return nil, nil
 }
 
@@ -354,6 +354,35 @@ func (c *Cluster) isPending(p peer.ID) bool {
 	return c.pending[p] > 0
 }
 
+// forget removes p from the gater and the address book at once; its connections are
+// closed one to two SyncIntervals later, after any reply to it (a leave) has gone out.
+func (c *Cluster) forget(p peer.ID) {
+	if err := c.h.forgetMember(p); err != nil {
+		c.log.Error("forget member", "peer", p, "err", err)
+	}
+	c.pendingMu.Lock()
+	c.dropLater[p] = c.dropGen
+	c.pendingMu.Unlock()
+}
+
+// dropRemoved closes the connections of members removed at least one full
+// SyncInterval ago.
+func (c *Cluster) dropRemoved() {
+	c.pendingMu.Lock()
+	var drop []peer.ID
+	for p, gen := range c.dropLater {
+		if gen < c.dropGen {
+			drop = append(drop, p)
+			delete(c.dropLater, p)
+		}
+	}
+	c.dropGen++
+	c.pendingMu.Unlock()
+	for _, p := range drop {
+		c.h.dropPeer(p)
+	}
+}
+
 func (c *Cluster) kickSync() {
 	select {
 	case c.syncKick <- struct{}{}:
@@ -376,6 +405,7 @@ func (c *Cluster) syncLoop() {
 		case <-c.obsCh:
 		case <-c.syncKick:
 		case <-t.C:
+			c.dropRemoved()
 		}
 		c.syncOnce()
 	}
@@ -420,9 +450,7 @@ func (c *Cluster) syncOnce() {
 	for p := range book {
 		if !inCfg[p] && !c.isPending(p) {
 			c.log.Info("member no longer in raft configuration", "peer", p)
-			if err := c.h.RemoveMember(p); err != nil {
-				c.log.Error("forget member", "peer", p, "err", err)
-			}
+			c.forget(p)
 		}
 	}
 }

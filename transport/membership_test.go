@@ -1,0 +1,207 @@
+package transport
+
+import (
+	"errors"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Join (directly at the leader, through a follower, as a non-voter), leave (a
+// follower, then the leader) and restarts: the Raft configuration, the gater and the
+// address book follow, and survive restarts.
+func TestJoinLeaveSurviveRestart(t *testing.T) {
+	psk, _ := GeneratePSK()
+	a := newNode(t, psk)
+	if err := a.cluster.Bootstrap(); err != nil {
+		t.Fatal(err)
+	}
+	tc := &testCluster{t: t, psk: psk, nodes: []*node{a}}
+	tc.leader(tc.nodes)
+
+	token := []byte("join-token-1")
+	a.host.AllowJoin(token, time.Now().Add(time.Minute))
+
+	// b joins at the leader.
+	b := newNode(t, psk)
+	if err := b.cluster.Join(ctxTimeout(t, 10*time.Second), []peer.AddrInfo{a.info()}, token, false); err != nil {
+		t.Fatalf("b join: %v", err)
+	}
+	tc.nodes = append(tc.nodes, b)
+	tc.leader(tc.nodes)
+
+	// c joins through b, a follower with its own window.
+	b.host.AllowJoin([]byte("token-b"), time.Now().Add(time.Minute))
+	c := newNode(t, psk)
+	if err := c.cluster.Join(ctxTimeout(t, 10*time.Second), []peer.AddrInfo{b.info()}, []byte("token-b"), false); err != nil {
+		t.Fatalf("c join via follower: %v", err)
+	}
+	tc.nodes = append(tc.nodes, c)
+	tc.leader(tc.nodes)
+
+	// d joins as a non-voter.
+	d := newNode(t, psk)
+	if err := d.cluster.Join(ctxTimeout(t, 10*time.Second), []peer.AddrInfo{a.info()}, token, true); err != nil {
+		t.Fatalf("d join as nonvoter: %v", err)
+	}
+	cfg := configIDs(t, a.raft)
+	want := map[string]raft.ServerSuffrage{
+		a.id().String(): raft.Voter, b.id().String(): raft.Voter,
+		c.id().String(): raft.Voter, d.id().String(): raft.Nonvoter,
+	}
+	if len(cfg) != 4 {
+		t.Fatalf("configuration %v, want 4 servers", cfg)
+	}
+	for id, s := range want {
+		if cfg[id] != s {
+			t.Fatalf("server %s suffrage %v, want %v", id, cfg[id], s)
+		}
+	}
+
+	// Every member ends up with every other member in its gater and address book.
+	all := []*node{a, b, c, d}
+	waitMembersSynced(t, all)
+	if _, err := c.cluster.Propose(ctxTimeout(t, 5*time.Second), []byte("from-c")); err != nil {
+		t.Fatal(err)
+	}
+	waitApplied(t, all, []byte("from-c"))
+
+	// Restart c (a joined voter) from its data dir: it is still a member.
+	c.stop()
+	c.start()
+	if !c.host.IsMember(a.id()) || !c.host.IsMember(b.id()) {
+		t.Fatal("c forgot the members across a restart")
+	}
+	if cfg := configIDs(t, c.raft); len(cfg) != 4 {
+		t.Fatalf("c's configuration after restart: %v", cfg)
+	}
+	if _, err := c.cluster.Propose(ctxTimeout(t, 10*time.Second), []byte("c-after-restart")); err != nil {
+		t.Fatalf("propose after restart: %v", err)
+	}
+	waitApplied(t, all, []byte("c-after-restart"))
+
+	// d (a follower) leaves; then the leader leaves, handing leadership over first.
+	if err := d.cluster.Leave(ctxTimeout(t, 10*time.Second)); err != nil {
+		t.Fatalf("d leave: %v", err)
+	}
+	leader := tc.leader([]*node{a, b, c})
+	if err := leader.cluster.Leave(ctxTimeout(t, 10*time.Second)); err != nil {
+		t.Fatalf("leader leave: %v", err)
+	}
+	var rest []*node
+	for _, n := range []*node{a, b, c} {
+		if n != leader {
+			rest = append(rest, n)
+		}
+	}
+	newLeader := tc.leader(rest)
+	if cfg := configIDs(t, newLeader.raft); len(cfg) != 2 {
+		t.Fatalf("configuration after two leaves: %v", cfg)
+	}
+	if _, ok := configIDs(t, newLeader.raft)[d.id().String()]; ok {
+		t.Fatal("d still in the configuration")
+	}
+	if _, ok := configIDs(t, newLeader.raft)[leader.id().String()]; ok {
+		t.Fatal("the old leader is still in the configuration")
+	}
+	// The remaining members refuse the departed devices.
+	waitFor(t, 5*time.Second, "remaining members to drop the departed", func() bool {
+		for _, n := range rest {
+			if n.host.IsMember(d.id()) || n.host.IsMember(leader.id()) {
+				return false
+			}
+		}
+		return true
+	})
+
+	// Restart the remaining two: configuration and address books survive.
+	for _, n := range rest {
+		n.stop()
+	}
+	for _, n := range rest {
+		n.start()
+	}
+	tc.leader(rest)
+	for _, n := range rest {
+		cfg := configIDs(t, n.raft)
+		if len(cfg) != 2 {
+			t.Fatalf("configuration after restart: %v", cfg)
+		}
+		if n.host.IsMember(d.id()) || n.host.IsMember(leader.id()) {
+			t.Fatal("a departed device is admitted after restart")
+		}
+		other := rest[0]
+		if other == n {
+			other = rest[1]
+		}
+		if !n.host.IsMember(other.id()) {
+			t.Fatal("a remaining member is not admitted after restart")
+		}
+	}
+	if _, err := rest[1].cluster.Propose(ctxTimeout(t, 10*time.Second), []byte("after-all")); err != nil {
+		t.Fatal(err)
+	}
+	waitApplied(t, rest, []byte("after-all"))
+}
+
+func TestJoinRefusals(t *testing.T) {
+	psk, _ := GeneratePSK()
+	a := newNode(t, psk)
+	if err := a.cluster.Bootstrap(); err != nil {
+		t.Fatal(err)
+	}
+	(&testCluster{t: t, nodes: []*node{a}}).leader([]*node{a})
+	x := newNode(t, psk)
+
+	// No window open: the gater refuses the connection.
+	err := x.cluster.Join(ctxTimeout(t, 3*time.Second), []peer.AddrInfo{a.info()}, []byte("t"), false)
+	if !errors.Is(err, ErrRefused) && !errors.Is(err, ErrTimeout) {
+		t.Fatalf("join without window: got %v", err)
+	}
+	// Window open, wrong token.
+	a.host.AllowJoin([]byte("right"), time.Now().Add(time.Minute))
+	err = x.cluster.Join(ctxTimeout(t, 3*time.Second), []peer.AddrInfo{a.info()}, []byte("wrong"), false)
+	if !errors.Is(err, ErrBadToken) {
+		t.Fatalf("wrong token: got %v, want ErrBadToken", err)
+	}
+	// A window-admitted peer gets only the join protocol: forwarding is refused.
+	code, _, err := x.cluster.call(ctxTimeout(t, 3*time.Second), a.id(), ForwardProtocol, kindApply, []byte("sneak"))
+	if err == nil && code != codeNotMember {
+		t.Fatalf("non-member forward answered with code %d", code)
+	}
+	if a.fsm.has([]byte("sneak")) {
+		t.Fatal("a non-member's proposal was applied")
+	}
+	if cfg := configIDs(t, a.raft); len(cfg) != 1 {
+		t.Fatalf("configuration changed: %v", cfg)
+	}
+	// A different network key: the join says why.
+	other, _ := GeneratePSK()
+	y := newNode(t, other)
+	err = y.cluster.Join(ctxTimeout(t, 3*time.Second), []peer.AddrInfo{a.info()}, []byte("right"), false)
+	if !errors.Is(err, ErrHandshake) {
+		t.Fatalf("join with another key: got %v, want ErrHandshake", err)
+	}
+}
+
+// waitMembersSynced waits until each node admits every other node as a member and
+// has addresses for it in its address book.
+func waitMembersSynced(t testing.TB, nodes []*node) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "gater and address books in sync with raft", func() bool {
+		for _, n := range nodes {
+			book := n.host.book.all()
+			for _, m := range nodes {
+				if m == n {
+					continue
+				}
+				if !n.host.IsMember(m.id()) || len(book[m.id()]) == 0 {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
