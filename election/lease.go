@@ -719,8 +719,9 @@ func (l *Lease) armLocked(at, mono time.Duration) {
 }
 
 func (l *Lease) endLocked() {
-	close(l.ten.done)
+	// Cancel first: whoever sees Done closed must find the context's cause set.
 	l.ten.cancel(ErrLost)
+	close(l.ten.done)
 	l.ten = nil
 	l.stats.HoldsEnded++
 	if l.stopTimer != nil {
