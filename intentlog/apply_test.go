@@ -9,9 +9,11 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-func put(id, path, val string) Intent { return Intent{ID: id, Op: OpPut, Path: path, Value: []byte(val)} }
-func del(id, path string) Intent      { return Intent{ID: id, Op: OpDel, Path: path} }
-func one(in Intent) IntentsEntry      { return IntentsEntry{Intents: []Intent{in}} }
+func put(id, path, val string) Intent {
+	return Intent{ID: id, Op: OpPut, Path: path, Value: []byte(val)}
+}
+func del(id, path string) Intent { return Intent{ID: id, Op: OpDel, Path: path} }
+func one(in Intent) IntentsEntry { return IntentsEntry{Intents: []Intent{in}} }
 
 // held sets up a lease held by "a" at epoch 1 with ttl 1000.
 func held(h *harness) {

@@ -435,3 +435,27 @@ func TestLogWatchAndSubscribeOnFollower(t *testing.T) {
 		}
 	}
 }
+
+func TestWaitApplied(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	l := c.leader().log
+	target := l.View().AppliedIndex + 1
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		done <- l.WaitApplied(ctx, target)
+	}()
+	res := c.propose(one(put("w", "c/w", "")))
+	if res.Index < target {
+		t.Fatalf("entry at %d, below %d", res.Index, target)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := l.WaitApplied(ctx, res.Index+100); err != context.DeadlineExceeded {
+		t.Fatalf("wait for a future index: %v", err)
+	}
+}

@@ -133,7 +133,9 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		rej = a.rej
 	}
 	f.hot.Store(&hotState{view: viewOf(a.m), configIdx: a.m.ConfigIndex, rejections: rej})
-	if a.changed {
+	// Wake watchers whenever the view moved (the applied index counts: WaitApplied
+	// relies on it), even if the entries themselves were duplicates or skipped.
+	if a.changed || a.m.Applied != old.view.AppliedIndex {
 		f.notify.publish(a.events)
 	}
 	return out

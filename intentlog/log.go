@@ -450,3 +450,22 @@ func (l *Log) Close() error {
 	})
 	return l.cerr
 }
+
+// WaitApplied returns once the local replica has applied index (View().AppliedIndex >=
+// index), or with ctx's error, or ErrClosed. It never proposes anything.
+func (l *Log) WaitApplied(ctx context.Context, index uint64) error {
+	for {
+		w := l.Watch() // taken before the read, so no wakeup is missed
+		if l.fsm.View().AppliedIndex >= index {
+			return nil
+		}
+		if l.closed.Load() {
+			return ErrClosed
+		}
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

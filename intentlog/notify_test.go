@@ -2,6 +2,8 @@ package intentlog
 
 import (
 	"testing"
+
+	"github.com/hashicorp/raft"
 )
 
 func closed(ch <-chan struct{}) bool {
@@ -24,13 +26,20 @@ func TestWatchWakesOnApply(t *testing.T) {
 		t.Fatal("watchers not woken by an accepted entry")
 	}
 	w3 := h.f.notify.watchCh()
-	h.apply(one(put("a", "c/1", ""))) // duplicate only: nothing changed
-	if closed(w3) {
-		t.Fatal("watch woken by an entry that changed nothing")
-	}
-	h.apply(RenewEntry{Holder: "x", Epoch: 9}) // rejected: counters changed
+	h.apply(one(put("a", "c/1", ""))) // duplicate only: only the applied index moved
 	if !closed(w3) {
+		t.Fatal("watch not woken when the applied index moved")
+	}
+	w4 := h.f.notify.watchCh()
+	h.apply(RenewEntry{Holder: "x", Epoch: 9}) // rejected: counters changed
+	if !closed(w4) {
 		t.Fatal("watch not woken by a rejection")
+	}
+	w5 := h.f.notify.watchCh()
+	b, _ := Encode(one(put("z", "c/1", "")))
+	h.f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: b}) // already applied: skipped
+	if closed(w5) {
+		t.Fatal("watch woken by a skipped entry that changed nothing")
 	}
 }
 

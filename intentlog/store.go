@@ -30,17 +30,17 @@ var (
 
 // metaState is the small, fixed-size part of the state, kept as one value in meta.
 type metaState struct {
-	Applied      uint64 // last applied Raft index (commands and configurations)
-	Lease        Lease
-	Head         Head
-	PendNext     uint64 // next pending queue key
-	PendCount    uint64
-	PendBytes    uint64
-	DedupeNext   uint64 // next dedupe order key
-	DedupeCount  uint64
-	HistNext     uint64 // next history key
-	HistCount    uint64
-	ConfigIndex  uint64 // index of the applied membership configuration
+	Applied     uint64 // last applied Raft index (commands and configurations)
+	Lease       Lease
+	Head        Head
+	PendNext    uint64 // next pending queue key
+	PendCount   uint64
+	PendBytes   uint64
+	DedupeNext  uint64 // next dedupe order key
+	DedupeCount uint64
+	HistNext    uint64 // next history key
+	HistCount   uint64
+	ConfigIndex uint64 // index of the applied membership configuration
 }
 
 const metaVersion = 1
