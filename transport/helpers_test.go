@@ -111,6 +111,7 @@ func testRaftConfig(id peer.ID) *raft.Config {
 	c.LeaderLeaseTimeout = 150 * time.Millisecond
 	c.CommitTimeout = 10 * time.Millisecond
 	c.SnapshotThreshold = 1 << 30
+	c.TrailingLogs = 10 // a manual snapshot compacts the log (snapshot install test)
 	c.SnapshotInterval = time.Hour
 	out := io.Discard
 	if testing.Verbose() {

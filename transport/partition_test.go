@@ -1,0 +1,142 @@
+package transport
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// partition cuts every connection between the two groups (both directions).
+func partition(a, b []*node) {
+	for _, x := range a {
+		for _, y := range b {
+			x.host.Block(y.id())
+			y.host.Block(x.id())
+		}
+	}
+}
+
+func heal(nodes []*node) {
+	for _, n := range nodes {
+		n.host.UnblockAll()
+	}
+}
+
+// The leader is cut off from both followers: the minority side cannot commit, the
+// majority elects a leader and commits; after healing everyone converges and the
+// minority's proposal is nowhere.
+func TestPartitionMinorityCannotCommit(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	old := tc.leader(tc.nodes)
+	maj := tc.followers(old)
+	if _, err := maj[0].cluster.Propose(ctxTimeout(t, 5*time.Second), []byte("before")); err != nil {
+		t.Fatal(err)
+	}
+	waitApplied(t, tc.nodes, []byte("before"))
+
+	partition([]*node{old}, maj)
+
+	// Minority: the old leader loses leadership and its proposal fails by the deadline.
+	start := time.Now()
+	_, err := old.cluster.Propose(ctxTimeout(t, 1500*time.Millisecond), []byte("minority"))
+	if err == nil {
+		t.Fatal("the minority side committed")
+	}
+	if !errors.Is(err, ErrNoLeader) && !errors.Is(err, ErrTimeout) && !errors.Is(err, raft.ErrLeadershipLost) {
+		t.Fatalf("minority propose: unexpected error %v", err)
+	}
+	if took := time.Since(start); took > 2500*time.Millisecond {
+		t.Fatalf("minority propose returned after %v", took)
+	}
+
+	// Majority: a new leader, and commits.
+	newLeader := tc.leader(maj)
+	if newLeader == old {
+		t.Fatal("old leader in majority")
+	}
+	for i := range 3 {
+		e := fmt.Appendf(nil, "majority-%d", i)
+		if _, err := maj[(i+1)%2].cluster.Propose(ctxTimeout(t, 5*time.Second), e); err != nil {
+			t.Fatalf("majority propose: %v", err)
+		}
+	}
+	waitApplied(t, maj, []byte("majority-2"))
+	if old.fsm.has([]byte("majority-0")) {
+		t.Fatal("the partitioned node applied a majority entry through the partition")
+	}
+
+	heal(tc.nodes)
+	waitApplied(t, tc.nodes, []byte("majority-2"))
+	tc.leader(tc.nodes)
+	for _, n := range tc.nodes {
+		if n.fsm.has([]byte("minority")) {
+			t.Fatalf("node %s applied the minority's entry", n.id())
+		}
+	}
+	// Same log everywhere.
+	want := tc.nodes[0].fsm
+	waitFor(t, 5*time.Second, "identical FSMs", func() bool {
+		for _, n := range tc.nodes[1:] {
+			if !sameEntries(want, n.fsm) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func sameEntries(a, b *testFSM) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(a.entries) != len(b.entries) {
+		return false
+	}
+	for i := range a.entries {
+		if !bytes.Equal(a.entries[i], b.entries[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// A follower that missed compacted entries is brought up to date by InstallSnapshot
+// over the libp2p stream layer (a snapshot larger than yamux's 256 KiB window).
+func TestSnapshotInstallOverLibp2p(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	leader := tc.leader(tc.nodes)
+	fol := tc.followers(leader)
+	lagger := fol[1]
+	lagger.stop()
+
+	big := bytes.Repeat([]byte("x"), 8<<10)
+	const n = 100 // ~800 KiB of state
+	for i := range n {
+		e := append([]byte(strconv.Itoa(i)+":"), big...)
+		if _, err := fol[0].cluster.Propose(ctxTimeout(t, 5*time.Second), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Compact the leader's log so the lagger cannot be caught up from it.
+	if err := leader.raft.Snapshot().Error(); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	if first, _ := leader.store.FirstIndex(); first <= 1 {
+		t.Fatalf("log not compacted: first index %d", first)
+	}
+
+	lagger.start()
+	waitFor(t, 15*time.Second, "the lagging follower to catch up", func() bool { return lagger.fsm.len() == n })
+	if got := lagger.raft.Stats()["last_snapshot_index"]; got == "0" || got == "" {
+		t.Fatalf("lagger caught up without a snapshot install (last_snapshot_index %q)", got)
+	}
+	if !sameEntries(leader.fsm, lagger.fsm) {
+		t.Fatal("restored state differs from the leader's")
+	}
+}
