@@ -8,22 +8,26 @@ import (
 // Sentinel errors. Callers match them with errors.Is.
 var (
 	// ErrInvalidDID reports a string that is not a well-formed did:key.
-	ErrInvalidDID = errors.New("invalid did:key")
+	ErrInvalidDID = errors.New("signer: invalid did:key")
 	// ErrUnsupportedKeyType reports a did:key whose multicodec is known (P-256,
 	// secp256k1) but not supported yet, or unknown altogether.
-	ErrUnsupportedKeyType = errors.New("unsupported key type")
+	ErrUnsupportedKeyType = errors.New("signer: unsupported key type")
 	// ErrKeyFile reports a chain key file that is corrupt, of the wrong size or
 	// format, or unsafe (readable by others).
-	ErrKeyFile = errors.New("bad chain key file")
+	ErrKeyFile = errors.New("signer: bad chain key file")
 	// ErrKeyExists is returned by SaveKey when the destination already exists: a chain
 	// key is an identity and is never overwritten.
-	ErrKeyExists = errors.New("chain key file already exists")
+	ErrKeyExists = errors.New("signer: chain key file already exists")
 	// ErrInvalidCommit reports a Commit that Sign refuses to sign (bad seq/prev
 	// pairing, bad op, chain key mismatch).
-	ErrInvalidCommit = errors.New("invalid commit")
+	ErrInvalidCommit = errors.New("signer: invalid commit")
 	// ErrSignature reports a signature produced by a Key that does not verify under
 	// the key's own DID (a broken or substituted signing backend).
-	ErrSignature = errors.New("signature does not verify under the key's did")
+	ErrSignature = errors.New("signer: signature does not verify under the key's did")
+	// ErrBadConfig: NewLoop was given an invalid LoopConfig.
+	ErrBadConfig = errors.New("signer: invalid config")
+	// ErrRunning: Run was called on a Loop that is already running.
+	ErrRunning = errors.New("signer: loop already running")
 )
 
 // VerifyReason is a stable, machine-readable code for why a commit or a chain was
