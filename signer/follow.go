@@ -3,6 +3,7 @@ package signer
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/batonhq/baton/intentlog"
 )
@@ -36,9 +37,11 @@ type AppliedCommit struct {
 // out of order or twice.
 func FollowCommits(ctx context.Context, src CommitSource, fromSeq uint64, fn func(AppliedCommit) error) error {
 	next := max(fromSeq, 1)
+	backoff := time.Millisecond
 	for {
 		watch := src.Watch() // before reading the head: no wakeup lost
-		head := src.View().Head.Seq
+		v := src.View()
+		head, applied := v.Head.Seq, v.AppliedIndex
 		for ; next <= head; next++ {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -62,6 +65,20 @@ func FollowCommits(ctx context.Context, src CommitSource, fromSeq uint64, fn fun
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-watch:
+		}
+		// A watch channel that fires although nothing was applied (a closed log
+		// closes them all) must not spin this loop: back off in real time.
+		if src.View().AppliedIndex == applied {
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+			backoff = min(2*backoff, time.Second)
+		} else {
+			backoff = time.Millisecond
 		}
 	}
 }

@@ -363,8 +363,11 @@ const (
 )
 
 func (l *Loop) signLoop(ctx context.Context) {
+	var idle <-chan struct{} // never fires
+	suspect := false         // the last watch wakeup changed nothing (a closed log?)
 	for {
 		watch := l.cfg.Log.Watch() // before reading: no wakeup lost
+		applied := l.cfg.Log.View().AppliedIndex
 		r := l.step(ctx)
 		if ctx.Err() != nil {
 			return
@@ -372,19 +375,28 @@ func (l *Loop) signLoop(ctx context.Context) {
 		if r == stepAgain {
 			continue
 		}
+		if r == stepRetry || suspect {
+			// After a failure retry at the tick, not at the next applied change
+			// (a persistent failure must not turn every change into an attempt);
+			// and a watch channel that fires without a change is not waited on.
+			watch = idle
+		}
 		// Wait for an applied change or a lease change. The tick timer is a safety
 		// net (and the retry delay after a failure), and it lets the wedge detector
 		// run while nothing changes.
 		timer, stop := l.after(l.cfg.Tick)
 		l.parked.Add(1)
+		woke := false
 		select {
 		case <-ctx.Done():
 		case <-watch:
+			woke = true
 		case <-l.kickSig:
 		case <-timer:
 		}
 		l.parked.Add(-1)
 		stop()
+		suspect = woke && l.cfg.Log.View().AppliedIndex == applied
 	}
 }
 

@@ -507,3 +507,24 @@ func TestLoopRunTwice(t *testing.T) {
 		t.Fatalf("second Run = %v, want ErrRunning", err)
 	}
 }
+
+// closedWatchLog is a log whose Watch channels are all closed (as a closed
+// intentlog.Log's are): the loop must not spin on them.
+type closedWatchLog struct{ *memLog }
+
+func (closedWatchLog) Watch() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+func TestLoopDoesNotSpinOnClosedWatch(t *testing.T) {
+	h := newHarness(t, nil)
+	h.loop.cfg.Log = closedWatchLog{h.log}
+	h.start()
+	before := h.loop.Stats().Steps
+	<-time.After(50 * time.Millisecond) // a measurement window, not synchronisation
+	if n := h.loop.Stats().Steps - before; n > 5 {
+		t.Fatalf("%d signer steps in 50ms on a closed watch: spinning", n)
+	}
+}
