@@ -107,3 +107,8 @@ func Commits(ctx context.Context, src CommitSource, fromSeq uint64) <-chan Appli
 	}()
 	return ch
 }
+
+// Commits follows the applied commits of the loop's log from fromSeq (see Commits).
+func (l *Loop) Commits(ctx context.Context, fromSeq uint64) <-chan AppliedCommit {
+	return Commits(ctx, l.cfg.Log, fromSeq)
+}

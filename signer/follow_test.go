@@ -18,7 +18,7 @@ func TestFollowCommitsDeliversAppliedInOrder(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ch := Commits(ctx, h.log, 2)
+	ch := h.loop.Commits(ctx, 2)
 	got := func() AppliedCommit {
 		select {
 		case c, ok := <-ch:
