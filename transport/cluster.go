@@ -87,7 +87,7 @@ type Cluster struct {
 	syncKick chan struct{}
 
 	pendingMu sync.Mutex
-	pending   map[peer.ID]int  // joins in progress on this leader: keep them in the book
+	pending   map[peer.ID]int    // joins in progress on this leader: keep them in the book
 	dropLater map[peer.ID]uint64 // removed members -> tick generation when removed
 	dropGen   uint64             // incremented on every SyncInterval tick
 
@@ -125,11 +125,11 @@ func NewCluster(h *Host, r Raft, apply ApplyFunc, cfg ClusterConfig) (*Cluster, 
 	ctx, cancel := context.WithCancel(h.ctx)
 	c := &Cluster{
 		h: h, r: r, apply: apply, cfg: cfg, log: cfg.Logger,
-		obsCh:    make(chan raft.Observation, 16),
-		syncKick: make(chan struct{}, 1),
+		obsCh:     make(chan raft.Observation, 16),
+		syncKick:  make(chan struct{}, 1),
 		pending:   map[peer.ID]int{},
 		dropLater: map[peer.ID]uint64{},
-		ctx:      ctx, cancel: cancel,
+		ctx:       ctx, cancel: cancel,
 	}
 	c.obs = raft.NewObserver(c.obsCh, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {

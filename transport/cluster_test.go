@@ -33,6 +33,9 @@ func TestClusterForwardingAndFailover(t *testing.T) {
 		t.Fatalf("propose on leader: %v %v", res, err)
 	}
 	waitApplied(t, tc.nodes, []byte("from-leader"))
+	if leader.pipelines.Load() == 0 {
+		t.Fatal("raft did not pipeline AppendEntries over the libp2p stream layer")
+	}
 
 	leader.stop()
 	newLeader := tc.leader(fol)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,12 +131,13 @@ type node struct {
 	listen string
 	tweak  func(*raft.Config)
 
-	host    *Host
-	trans   *raft.NetworkTransport
-	raft    *raft.Raft
-	fsm     *testFSM
-	store   *raftboltdb.BoltStore
-	cluster *Cluster
+	host      *Host
+	trans     *raft.NetworkTransport
+	pipelines atomic.Int64 // AppendEntriesPipeline calls made by this node's raft
+	raft      *raft.Raft
+	fsm       *testFSM
+	store     *raftboltdb.BoltStore
+	cluster   *Cluster
 }
 
 func testLogger(t testing.TB) *slog.Logger {
@@ -187,7 +189,7 @@ func (n *node) start() {
 	if n.tweak != nil {
 		n.tweak(cfg)
 	}
-	r, err := raft.NewRaft(cfg, n.fsm, store, store, snaps, trans)
+	r, err := raft.NewRaft(cfg, n.fsm, store, store, snaps, &countingTransport{NetworkTransport: trans, pipelines: &n.pipelines})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,4 +355,19 @@ func peerInfoOf(t testing.TB, dir string) peer.AddrInfo {
 		t.Fatal(err)
 	}
 	return peer.AddrInfo{ID: id}
+}
+
+// countingTransport counts pipelined replication streams, to show that raft
+// pipelines AppendEntries over the libp2p stream layer.
+type countingTransport struct {
+	*raft.NetworkTransport
+	pipelines *atomic.Int64
+}
+
+func (t *countingTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	p, err := t.NetworkTransport.AppendEntriesPipeline(id, target)
+	if err == nil {
+		t.pipelines.Add(1)
+	}
+	return p, err
 }
