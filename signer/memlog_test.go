@@ -81,6 +81,12 @@ func (m *memLog) chainCopy() [][]byte {
 	return append([][]byte(nil), m.chain...)
 }
 
+func (m *memLog) rejectedCommits() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.proposedCommits) - len(m.chain)
+}
+
 func (m *memLog) commitProposals() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
