@@ -120,8 +120,18 @@ func TestDeterminismAndRestore(t *testing.T) {
 			// A restored replica dumps the same bytes and stays in step afterwards.
 			c := newHarness(t)
 			c.mustAccept(one(put("junk", "x/y", "state to be replaced")))
+			sub := c.f.notify.subscribe()
+			defer sub.Close()
 			if err := c.f.Restore(io.NopCloser(bytes.NewReader(da))); err != nil {
 				t.Fatal(err)
+			}
+			select {
+			case ev := <-sub.C:
+				if ev != (StateRestored{AppliedIndex: a.idx}) {
+					t.Fatalf("event after restore %+v", ev)
+				}
+			default:
+				t.Fatal("no StateRestored event")
 			}
 			if !bytes.Equal(da, c.dump()) {
 				t.Fatal("restored replica's snapshot differs")
@@ -222,7 +232,6 @@ func FuzzApply(f *testing.F) {
 		f.Add(b)
 	}
 	h := newHarness(f)
-	h.f.db.NoSync = true // fuzzing measures logic, not the disk
 	h.members("a", "b")
 	heldWithPending(h)
 	f.Add(encodeCommitForFuzz(h))

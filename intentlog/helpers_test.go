@@ -71,6 +71,7 @@ func newHarness(t testing.TB) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.db.NoSync = true // these tests check logic; the cluster tests keep fsync on
 	t.Cleanup(func() { f.Close() })
 	return &harness{t: t, f: f}
 }

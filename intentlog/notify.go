@@ -5,7 +5,8 @@ import (
 	"sync/atomic"
 )
 
-// Event is what a Subscription delivers: LeaseChanged, CommitApplied or IntentAccepted.
+// Event is what a Subscription delivers: LeaseChanged, CommitApplied, IntentAccepted or
+// StateRestored.
 type Event interface{ isEvent() }
 
 // LeaseChanged: an accepted lease entry (claim, steal, renew, release, transfer) was
@@ -29,7 +30,15 @@ type IntentAccepted struct {
 	Index uint64
 }
 
+// StateRestored: the whole state was replaced from a Raft snapshot (a lagging replica
+// caught up by snapshot install, or a start-up restore). Events for the entries the
+// snapshot covers are not delivered: a subscriber must resync from the Log.
+type StateRestored struct {
+	AppliedIndex uint64
+}
+
 func (LeaseChanged) isEvent()   {}
+func (StateRestored) isEvent()  {}
 func (CommitApplied) isEvent()  {}
 func (IntentAccepted) isEvent() {}
 
@@ -41,8 +50,8 @@ const SubscriptionBuffer = 1024
 //
 // Guarantees: safety, not liveness. Every event delivered is true and events arrive in
 // apply order, but the apply never waits for a subscriber: when C is full, events are
-// dropped and counted in Lost. A subscriber that sees Lost() grow (or cares about
-// completeness) must resync from the Log (View, Pending, Commit, LeaseHistory).
+// dropped and counted in Lost. A subscriber that sees Lost() grow or receives
+// StateRestored must resync from the Log (View, Pending, Commit, LeaseHistory).
 type Subscription struct {
 	C      <-chan Event
 	c      chan Event

@@ -194,7 +194,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("restore: %w", err)
 	}
 	f.restores.Add(1)
-	f.notify.publish(nil)
+	f.notify.publish([]Event{StateRestored{AppliedIndex: f.View().AppliedIndex}})
 	return nil
 }
 

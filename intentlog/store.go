@@ -112,7 +112,7 @@ func openState(path string) (*bolt.DB, error) {
 	// A large initial mmap keeps bbolt from remapping while a snapshot's long read
 	// transaction is open (a remap waits for every read transaction, stalling apply).
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second,
-		InitialMmapSize: 1 << 30})
+		InitialMmapSize: 1 << 30, FreelistType: bolt.FreelistMapType})
 	if err != nil {
 		return nil, fmt.Errorf("open state %s: %w", path, err)
 	}
