@@ -469,3 +469,18 @@ func TestWaitApplied(t *testing.T) {
 		t.Fatalf("wait for a future index: %v", err)
 	}
 }
+
+func TestOpenRefusesStateWithoutRaftStore(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.propose(one(put("i", "c/r", "")))
+	dir := c.nodes[0].dir
+	c.stop(0)
+	if err := os.Remove(filepath.Join(dir, RaftFile)); err != nil {
+		t.Fatal(err)
+	}
+	_, tr := raft.NewInmemTransport("n0")
+	_, err := Open(Config{Dir: dir, LocalID: "n0", Verify: testVerify, Logger: quietLogger(), Raft: fastRaft}, tr)
+	if !errors.Is(err, ErrInconsistentState) {
+		t.Fatalf("open with state.db but no raft.db: %v", err)
+	}
+}

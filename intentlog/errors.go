@@ -23,6 +23,10 @@ var (
 	ErrEntryTooLarge = errors.New("intentlog: entry too large")
 	// ErrMalformed: bytes that do not decode as an entry, result or snapshot.
 	ErrMalformed = errors.New("intentlog: malformed encoding")
+	// ErrInconsistentState: state.db holds applied entries but the Raft store and
+	// snapshots are empty (raft.db was lost or replaced). Replaying a log over such a
+	// state could silently diverge, so Open refuses; remove state.db to rejoin.
+	ErrInconsistentState = errors.New("intentlog: applied state without raft state")
 	// ErrBadConfig: Open was given an invalid Config.
 	ErrBadConfig = errors.New("intentlog: invalid config")
 )

@@ -149,6 +149,15 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 		fsm.Close()
 		return nil, fmt.Errorf("open snapshot store: %w", err)
 	}
+	has, err := raft.HasExistingState(store, store, snaps)
+	if err == nil && !has && fsm.View().AppliedIndex > 0 {
+		err = fmt.Errorf("%w (state.db at index %d)", ErrInconsistentState, fsm.View().AppliedIndex)
+	}
+	if err != nil {
+		store.Close()
+		fsm.Close()
+		return nil, fmt.Errorf("open: %w", err)
+	}
 	rc.NoSnapshotRestoreOnStart = stateCoversSnapshot(fsm, snaps)
 	logs, err := raft.NewLogCache(512, store)
 	if err != nil {
