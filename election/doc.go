@@ -64,10 +64,12 @@
 //     that lapsed while it slept. When the window closes without a renewal the hold ends
 //     (Lost closes); a later successful renewal starts a new hold.
 //
-//  7. A holder whose own lease is past a full ttl since its last write does not renew
-//     it (others may be about to claim it; a renew landing between their observation and
-//     their CAS would leave two devices believing they hold it) but competes for epoch+1
-//     through the CAS like everyone else (WhyOwnLapsed).
+//  7. A holder renews only inside its may-sign window. Once the window has closed
+//     without a renewal (a late loop, a pause) it does not renew: others, whose clocks
+//     may run faster, may already see the lease lapsed and be claiming, and a renewal
+//     landing between their observation and their CAS would leave two devices
+//     believing they hold it. It competes for epoch+1 through the CAS like everyone
+//     else instead (WhyOwnLapsed), which also fences anything it signed before.
 //
 //  8. A record naming this device that it has no memory of writing (WhyAdopt). This
 //     happens after a restart (the previous incarnation's record), after a transfer to

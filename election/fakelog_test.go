@@ -179,6 +179,12 @@ func (f *fakeLog) freeze() {
 	}
 }
 
+func (f *fakeLog) isFrozen() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.frozen
+}
+
 // thaw makes the view live again.
 func (f *fakeLog) thaw() {
 	f.mu.Lock()

@@ -417,8 +417,8 @@ func TestFrozenHolderRenewRejected(t *testing.T) {
 	}
 }
 
-// The may-sign window closing without a renewal ends the hold at once (timer), and a
-// later successful renewal starts a new hold with a new Lost channel.
+// The may-sign window closing without a renewal ends the hold at once (timer); the
+// next tick claims epoch+1, a new hold with a new Lost channel.
 func TestSignWindowEndsHold(t *testing.T) {
 	c := newCluster("a")
 	a := newDev(t, c, "a")
@@ -436,9 +436,16 @@ func TestSignWindowEndsHold(t *testing.T) {
 	if a.l.Holds() {
 		t.Fatal("Holds true past the window")
 	}
-	held, err := a.l.Renew(ctxT(t))
-	if !held || err != nil {
-		t.Fatalf("late renewal: %v %v", held, err)
+	// Too late to renew: a fresh claim at epoch+1 starts a new hold.
+	if _, err := a.l.Renew(ctxT(t)); !errors.Is(err, ErrNotHolder) {
+		t.Fatalf("renew past the window: %v", err)
+	}
+	held, err := a.l.RenewOrClaim(ctxT(t))
+	if !held || err != nil || a.l.Epoch() != 2 {
+		t.Fatalf("tick past the window: %v %v epoch %d", held, err, a.l.Epoch())
+	}
+	if countKind[intentlog.RenewEntry](c.entries("a")) != 0 {
+		t.Fatal("renewed past the window")
 	}
 	lost2 := a.l.Lost()
 	if lost2 == lost || closed(lost2) || !a.l.Holds() {
@@ -449,18 +456,21 @@ func TestSignWindowEndsHold(t *testing.T) {
 	}
 }
 
-// Past a full TTL since its last write, the holder competes for epoch+1 rather than
-// renewing (others may be claiming already).
+// Renewing is only allowed inside the window; past it the holder competes for epoch+1
+// (others may be claiming already).
 func TestOwnLapsedClaimsEpochPlusOne(t *testing.T) {
 	c := newCluster("a")
 	a := newDev(t, c, "a")
 	mustClaim(t, a)
-	a.clk.Advance(lTTL)
+	a.clk.Advance(lTTL * 2 / 3)
 	if _, err := a.l.Renew(ctxT(t)); !errors.Is(err, ErrNotHolder) {
-		t.Fatalf("renew past ttl: %v", err)
+		t.Fatalf("renew past the window: %v", err)
+	}
+	if d := a.l.Decide(); d.Action != Claim || d.Why != WhyOwnLapsed {
+		t.Fatalf("decision %+v", d)
 	}
 	if held, err := a.l.RenewOrClaim(ctxT(t)); !held || err != nil || a.l.Epoch() != 2 {
-		t.Fatalf("tick past ttl: %v %v epoch %d", held, err, a.l.Epoch())
+		t.Fatalf("tick past the window: %v %v epoch %d", held, err, a.l.Epoch())
 	}
 	if countKind[intentlog.RenewEntry](c.entries("a")) != 0 {
 		t.Fatal("renewed a lapsed lease")

@@ -16,8 +16,8 @@ const (
 	Wait Action = iota
 	// Hold: this device holds the lease and no write is due.
 	Hold
-	// Renew: this device holds the lease and half the TTL has passed since its last
-	// successful lease write: write a RenewEntry.
+	// Renew: this device holds the lease and half the TTL (but less than the may-sign
+	// window) has passed since its last successful lease write: write a RenewEntry.
 	Renew
 	// Claim: the lease is free (released, never held, lapsed, or an own record to
 	// adopt): propose a ClaimEntry at epoch+1.
@@ -51,7 +51,7 @@ const (
 	WhyLapsedSkew Why = "lapsed_skew" // observed >= 2*ttl, wall clock still disagrees: claim
 	WhyFresh      Why = "fresh"       // ours, < ttl/2 since our last successful write: hold
 	WhyRenewDue   Why = "renew_due"   // ours, >= ttl/2 since our last successful write: renew
-	WhyOwnLapsed  Why = "own_lapsed"  // ours, >= ttl since our last write: claim epoch+1 (CAS)
+	WhyOwnLapsed  Why = "own_lapsed"  // ours, may-sign window over since our last write: claim epoch+1 (CAS)
 	WhyAdopt      Why = "adopt"       // our ID, no memory of writing it (restart, transfer): claim epoch+1
 	WhyStandoff   Why = "standoff"    // we released it ourselves a moment ago: let others claim
 )
@@ -225,9 +225,11 @@ func (p Policy) Decide(in Input) Decision {
 			d.SignUntil = in.Mono + (window - since)
 		}
 		switch {
-		case since >= ttl:
-			// Others may already see it lapsed and be claiming: a renew could land
-			// between their observation and their CAS. Compete fairly instead.
+		case since >= window:
+			// Renew only inside the window. Past it, others (whose clocks may run
+			// faster than ours) may already see the lease lapsed and be claiming; a
+			// renewal landing between their observation and their CAS would leave two
+			// devices believing they hold it. Compete for epoch+1 through the CAS.
 			d.Action, d.Why = Claim, WhyOwnLapsed
 		case since >= ttl/2:
 			d.Action, d.Why = Renew, WhyRenewDue

@@ -108,10 +108,10 @@ func TestPolicyDecide(t *testing.T) {
 		{"own, ttl/2-1ms: hold", own(pTTL/2-ms, pTTL/2-ms), want{Hold, WhyFresh, true, false, ms}},
 		{"own, exactly ttl/2: renew", own(pTTL/2, pTTL/2), want{Renew, WhyRenewDue, true, false, 0}},
 		{"own, 2/3 ttl - 1ms: renew, may still sign", own(pTTL*2/3-ms, pTTL*2/3-ms), want{Renew, WhyRenewDue, true, false, 0}},
-		{"own, exactly 2/3 ttl: renew, may not sign", own(pTTL*2/3, pTTL*2/3), want{Renew, WhyRenewDue, false, false, 0}},
-		{"own, ttl-1ms: renew, may not sign", own(pTTL-ms, pTTL-ms), want{Renew, WhyRenewDue, false, false, 0}},
+		{"own, exactly 2/3 ttl: window over, compete for epoch+1", own(pTTL*2/3, pTTL*2/3), want{Claim, WhyOwnLapsed, false, false, 0}},
+		{"own, ttl-1ms: compete for epoch+1", own(pTTL-ms, pTTL-ms), want{Claim, WhyOwnLapsed, false, false, 0}},
 		{"own, exactly ttl: compete for epoch+1", own(pTTL, pTTL), want{Claim, WhyOwnLapsed, false, false, 0}},
-		{"own, suspended: wall elapsed counts", suspended, want{Renew, WhyRenewDue, false, false, 0}},
+		{"own, suspended: wall elapsed counts", suspended, want{Claim, WhyOwnLapsed, false, false, 0}},
 		{"own, wall stepped back: monotonic counts", wallBack, want{Hold, WhyFresh, true, false, pTTL/2 - time.Second}},
 
 		{"own id, no memory, fresh process: adopt by claim", adoptBoot, want{Claim, WhyAdopt, false, false, 0}},
