@@ -53,6 +53,10 @@ var (
 	// the leader; forwarded proposals that hit it are retried at the new leader.
 	ErrNotLeader = errors.New("transport: not the leader")
 
+	// ErrLastVoter means Leave was asked of the only voter: the cluster would be left
+	// without any voter. Add another voter first.
+	ErrLastVoter = errors.New("transport: the last voter cannot leave the cluster")
+
 	// ErrClosed means the Host, stream layer or Cluster was closed.
 	ErrClosed = errors.New("transport: closed")
 

@@ -218,6 +218,9 @@ func (c *Cluster) Leave(ctx context.Context) error {
 	ctx, cancel := c.withDeadline(ctx)
 	defer cancel()
 	self := c.h.ID()
+	if c.isVoter(self) && c.otherVoters() == 0 {
+		return fmt.Errorf("leave: %w", ErrLastVoter)
+	}
 	if c.r.State() == raft.Leader && c.otherVoters() > 0 {
 		if err := c.r.LeadershipTransfer().Error(); err == nil {
 			wait := c.cfg.RetryMin
@@ -323,6 +326,51 @@ func decodeMembers(b []byte) ([]peer.AddrInfo, error) {
 		out = append(out, peer.AddrInfo{ID: p, Addrs: as})
 	}
 	return out, nil
+}
+
+// Member is one server of the Raft configuration as this device sees it.
+type Member struct {
+	ID       peer.ID
+	Suffrage raft.ServerSuffrage // raft.Voter or raft.Nonvoter
+	Addrs    []ma.Multiaddr      // from the address book (this device's own listen addresses for itself)
+	Leader   bool                // the current leader as known locally
+}
+
+// Members returns the Raft configuration (as last applied locally) with the known
+// addresses and the leader marked. It does not wait for a quorum.
+func (c *Cluster) Members() ([]Member, error) {
+	f := c.r.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, fmt.Errorf("members: %w", err)
+	}
+	book := c.h.book.all()
+	leader := c.Leader()
+	var out []Member
+	for _, s := range f.Configuration().Servers {
+		p, err := peer.Decode(string(s.ID))
+		if err != nil {
+			return nil, fmt.Errorf("members: server ID %q: %w", s.ID, err)
+		}
+		m := Member{ID: p, Suffrage: s.Suffrage, Addrs: book[p], Leader: p == leader}
+		if p == c.h.ID() {
+			m.Addrs = c.h.Addrs()
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func (c *Cluster) isVoter(p peer.ID) bool {
+	f := c.r.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == p.String() {
+			return s.Suffrage == raft.Voter
+		}
+	}
+	return false
 }
 
 func (c *Cluster) otherVoters() int {

@@ -63,6 +63,22 @@ func TestJoinLeaveSurviveRestart(t *testing.T) {
 	// Every member ends up with every other member in its gater and address book.
 	all := []*node{a, b, c, d}
 	waitMembersSynced(t, all)
+	ms, err := d.cluster.Members()
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaders := 0
+	for _, m := range ms {
+		if len(m.Addrs) == 0 {
+			t.Fatalf("member %s without addresses in d's view", m.ID)
+		}
+		if m.Leader {
+			leaders++
+		}
+	}
+	if len(ms) != 4 || leaders != 1 {
+		t.Fatalf("d's member list: %+v", ms)
+	}
 	if _, err := c.cluster.Propose(ctxTimeout(t, 5*time.Second), []byte("from-c")); err != nil {
 		t.Fatal(err)
 	}
@@ -155,6 +171,10 @@ func TestJoinRefusals(t *testing.T) {
 	(&testCluster{t: t, nodes: []*node{a}}).leader([]*node{a})
 	x := newNode(t, psk)
 
+	// The only voter cannot leave.
+	if err := a.cluster.Leave(ctxTimeout(t, 3*time.Second)); !errors.Is(err, ErrLastVoter) {
+		t.Fatalf("last voter leave: got %v, want ErrLastVoter", err)
+	}
 	// No window open: the gater refuses the connection.
 	err := x.cluster.Join(ctxTimeout(t, 3*time.Second), []peer.AddrInfo{a.info()}, []byte("t"), false)
 	if !errors.Is(err, ErrRefused) && !errors.Is(err, ErrTimeout) {
