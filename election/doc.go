@@ -62,7 +62,7 @@
 //     the wall elapsed time: a suspended laptop's monotonic clock stands still while the
 //     wall clock runs on, and a holder must not wake up believing it still holds a lease
 //     that lapsed while it slept. When the window closes without a renewal the hold ends
-//     (Lost closes); a later successful renewal starts a new hold.
+//     (Lost closes); a later claim at epoch+1 (rule 7) starts a new hold.
 //
 //  7. A holder renews only inside its may-sign window. Once the window has closed
 //     without a renewal (a late loop, a pause) it does not renew: others, whose clocks
@@ -92,8 +92,8 @@
 //  10. Losing the lease is a hard signal: Lost()/HoldContext()/Tenure() give a channel
 //     and a context that close the moment the hold ends (record changed, released,
 //     transferred, window closed). With a Clock implementing AfterFuncClock (SystemClock,
-//     ManualClock) the window's end fires a timer; otherwise it is noticed at the next
-//     call.
+//     ManualClock) the window's end fires a timer; Follow watches the log (Watcher) and
+//     observes every applied change; otherwise either is noticed at the next call.
 //
 //  11. Claims of a lapsed lease call Log.Sync first when the Log implements Syncer.
 //     The apply's CAS compares epochs and a renewal does not change the epoch, so a
@@ -123,7 +123,9 @@
 //		sleep(min(tick, d.WakeIn(clock.Mono())))   //    or an applied change, or ctx done
 //	}
 //
-// On graceful shutdown call Release; for a targeted handover, Transfer. Operators use
+// Run lease.Follow(ctx) in a goroutine when the Log can be watched (*intentlog.Log can),
+// so that Lost fires on an applied change without waiting for the loop. On graceful
+// shutdown call Release; for a targeted handover, Transfer. Operators use
 // Steal with a reason for a wedged holder. Tests use ManualClock and drive the loop by
 // hand.
 package election

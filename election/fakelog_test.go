@@ -22,6 +22,7 @@ type cluster struct {
 	// Propose should return (an error with apply=true is an unknown outcome that did
 	// apply).
 	intercept func(ctx context.Context, from string, e intentlog.Entry) (apply bool, err error)
+	watch     chan struct{} // closed and replaced on every apply
 }
 
 type proposal struct {
@@ -31,7 +32,7 @@ type proposal struct {
 }
 
 func newCluster(members ...string) *cluster {
-	c := &cluster{members: map[string]bool{}}
+	c := &cluster{members: map[string]bool{}, watch: make(chan struct{})}
 	for _, m := range members {
 		c.members[m] = true
 	}
@@ -81,6 +82,8 @@ func (c *cluster) propose(ctx context.Context, from string, e intentlog.Entry) (
 	res.Index = c.index
 	res.Lease = c.lease
 	c.proposed = append(c.proposed, proposal{from: from, entry: e, res: res})
+	close(c.watch)
+	c.watch = make(chan struct{})
 	return res, ierr
 }
 
@@ -219,6 +222,14 @@ func (f *fakeLog) WaitApplied(ctx context.Context, index uint64) error {
 	return nil
 }
 
+// Watch returns a channel closed after the next apply on the cluster (a frozen view
+// does not change, but waking up once too often is harmless).
+func (f *fakeLog) Watch() <-chan struct{} {
+	f.c.mu.Lock()
+	defer f.c.mu.Unlock()
+	return f.c.watch
+}
+
 // syncLog is a fakeLog that also offers Sync (a barrier).
 type syncLog struct {
 	*fakeLog
@@ -236,5 +247,6 @@ func (s *syncLog) Sync(ctx context.Context) error {
 var (
 	_ Log           = (*fakeLog)(nil)
 	_ AppliedWaiter = (*fakeLog)(nil)
+	_ Watcher       = (*fakeLog)(nil)
 	_ Syncer        = (*syncLog)(nil)
 )

@@ -40,6 +40,12 @@ type AppliedWaiter interface {
 	WaitApplied(ctx context.Context, index uint64) error
 }
 
+// Watcher is an optional capability of a Log (*intentlog.Log has it): Watch returns a
+// channel closed after the next applied change. Follow uses it.
+type Watcher interface {
+	Watch() <-chan struct{}
+}
+
 // Options tune a Lease.
 type Options struct {
 	// TTL of this device's claims. Optional, defaults to DefaultTTL (15 s). Whole
@@ -178,6 +184,26 @@ func (l *Lease) Observe() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.refreshLocked()
+}
+
+// Follow observes the record after every applied change until ctx is done, so that
+// Lost and HoldContext fire the moment an applied change ends the hold even when
+// nobody else calls into the Lease. Run it in its own goroutine; it returns ctx's error,
+// or ErrBadOptions at once if the Log does not implement Watcher.
+func (l *Lease) Follow(ctx context.Context) error {
+	w, ok := l.log.(Watcher)
+	if !ok {
+		return fmt.Errorf("%w: the log cannot be watched", ErrBadOptions)
+	}
+	for {
+		ch := w.Watch() // before observing, so that no change is missed
+		l.Observe()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // Decide observes and returns the policy's current decision; Decision.Wake tells a

@@ -797,3 +797,71 @@ func TestLeaseSystemClock(t *testing.T) {
 		t.Fatalf("cause %v", context.Cause(tn.Context))
 	}
 }
+
+// Follow closes Lost on an applied change without anyone calling the Lease.
+func TestFollowClosesLostOnAppliedChange(t *testing.T) {
+	c := newCluster("a", "c")
+	a, cc := newDev(t, c, "a"), newDev(t, c, "c")
+	mustClaim(t, a)
+	lost := a.l.Lost()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.l.Follow(ctx) }()
+	if err := cc.l.Steal(ctxT(t), "drill"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Lost not closed by Follow after the steal was applied")
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Follow returned %v", err)
+	}
+	l, err := New(noWatchLog{newFakeLog(c, "x")}, "x", nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Follow(context.Background()); !errors.Is(err, ErrBadOptions) {
+		t.Fatalf("Follow without a Watcher: %v", err)
+	}
+}
+
+// noWatchLog hides the fakeLog's optional capabilities.
+type noWatchLog struct{ f *fakeLog }
+
+func (n noWatchLog) View() intentlog.View { return n.f.View() }
+func (n noWatchLog) Propose(ctx context.Context, e intentlog.Entry) (intentlog.Result, error) {
+	return n.f.Propose(ctx, e)
+}
+
+// Without AppliedWaiter the Lease polls View until its claim is applied locally; if ctx
+// ends first, Claim reports it, and the hold starts once the replica catches up.
+func TestClaimPollsForLocalApply(t *testing.T) {
+	c := newCluster("a")
+	f := newFakeLog(c, "a")
+	f.freeze()
+	f.gate = make(chan struct{}) // keeps Propose from catching the frozen view up
+	clk := NewManualClock(t0)
+	l, err := New(noWatchLog{f}, "a", clk, Options{TTL: lTTL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	_, err = l.Claim(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || len(c.entries("a")) != 1 {
+		t.Fatalf("claim with a stalled replica: %v (%d entries)", err, len(c.entries("a")))
+	}
+	if l.Holds() {
+		t.Fatal("holds before the local replica applied the claim")
+	}
+	f.thaw()
+	if !l.Holds() || l.Epoch() != 1 {
+		t.Fatal("no hold once the replica caught up")
+	}
+	if s := l.Stats(); s.Claims != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+}
