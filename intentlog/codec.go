@@ -29,7 +29,16 @@ const (
 
 // Encode returns the versioned bytes of e. It fails only for a nil or unknown Entry.
 func Encode(e Entry) ([]byte, error) {
-	w := &wbuf{b: make([]byte, 0, 64)}
+	size := 64
+	switch e := e.(type) {
+	case IntentsEntry:
+		for _, in := range e.Intents {
+			size += intentSize(in)
+		}
+	case CommitEntry:
+		size += len(e.Raw)
+	}
+	w := &wbuf{b: make([]byte, 0, size)}
 	w.byte1(CodecVersion)
 	switch e := e.(type) {
 	case IntentsEntry:
@@ -114,6 +123,13 @@ func encodeIntent(w *wbuf, in Intent) {
 	w.str(in.Path)
 	w.optBytes(in.Value)
 }
+
+// intentSize bounds the encoded size of an intent (for preallocation).
+func intentSize(in Intent) int {
+	return 1 + 3*binaryMaxVarintLen + len(in.ID) + len(in.Path) + len(in.Value) + 1
+}
+
+const binaryMaxVarintLen = 10
 
 func decodeIntent(r *rbuf) Intent {
 	return Intent{Op: Op(r.byte1()), ID: r.str(), Path: r.str(), Value: r.optBytes()}

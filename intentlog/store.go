@@ -96,7 +96,7 @@ func decodeDedupe(b []byte) (dedupeEntry, error) {
 }
 
 func encodeIntentValue(in Intent) []byte {
-	w := &wbuf{}
+	w := &wbuf{b: make([]byte, 0, intentSize(in))}
 	encodeIntent(w, in)
 	return w.b
 }
