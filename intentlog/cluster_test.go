@@ -248,6 +248,9 @@ func TestClusterFailoverAndRestart(t *testing.T) {
 		if _, err := nd.log.Propose(context.Background(), one(put("x", "c/x", ""))); !errors.Is(err, ErrNotLeader) {
 			t.Fatalf("follower propose: %v", err)
 		}
+		if _, err := nd.log.Barrier(context.Background()); !errors.Is(err, ErrNotLeader) {
+			t.Fatalf("follower barrier: %v", err)
+		}
 		waitFor(t, "the follower to name the leader", func() bool {
 			_, id := nd.log.Leader()
 			return id != "" && id != nd.id && id == c.leader().id
@@ -462,6 +465,10 @@ func TestWaitApplied(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+	idx, err := l.Barrier(context.Background())
+	if err != nil || idx < res.Index {
+		t.Fatalf("barrier index %d (want >= %d), %v", idx, res.Index, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()

@@ -478,3 +478,38 @@ func (l *Log) WaitApplied(ctx context.Context, index uint64) error {
 		}
 	}
 }
+
+// Barrier waits until the leader has applied every entry committed before the call
+// and returns its applied index; only the leader can answer (ErrNotLeader elsewhere).
+// A follower that needs to be current (read-your-writes, or a claim decision) asks
+// the leader for this index, through its forwarding layer, and then calls WaitApplied
+// with it. Honours ctx like Propose.
+func (l *Log) Barrier(ctx context.Context) (uint64, error) {
+	if l.closed.Load() {
+		return 0, ErrClosed
+	}
+	if l.raft.State() != raft.Leader {
+		return 0, ErrNotLeader
+	}
+	var timeout time.Duration
+	if dl, ok := ctx.Deadline(); ok {
+		if timeout = time.Until(dl); timeout <= 0 {
+			return 0, ErrTimeout
+		}
+	}
+	fut := l.raft.Barrier(timeout)
+	errc := make(chan error, 1)
+	go func() { errc <- fut.Error() }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			return 0, mapRaftErr(err)
+		}
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return 0, ErrTimeout
+		}
+		return 0, ctx.Err()
+	}
+	return l.fsm.View().AppliedIndex, nil
+}
