@@ -29,8 +29,8 @@
 //     it first reads the record, so it waits a full TTL) AND its wall clock agrees
 //     (now - ts >= ttl). The monotonic count protects against wall-clock skew (a device
 //     whose clock runs an hour ahead would otherwise see every lease as expired); the
-//     wall check protects against a device whose observation started late being the
-//     only judge.
+//     wall check is a second, independent opinion (the wall clock is NTP-disciplined,
+//     the monotonic clock is not: an observer whose crystal runs fast is caught by it).
 //
 //  3. A disagreeing wall clock delays a claim by at most one more TTL: after 2*ttl
 //     observed unchanged the record is lapsed whatever the clocks say, and the
@@ -99,6 +99,24 @@
 //     The apply's CAS compares epochs and a renewal does not change the epoch, so a
 //     replica that fell behind and saw an old record "unchanged" for a TTL could
 //     otherwise take a lease its holder had just renewed.
+//
+// # Limits
+//
+// What the rules cannot do, and what covers it:
+//
+//   - Clock rates. The window's margin tolerates an observer's clock running up to
+//     1/SignFraction times as fast as the holder's (1.5 at the default). The property
+//     tests drive devices at rates from 0.9 to 1.1 with interleaved proposals.
+//   - A holder whose clocks both stood still through a pause (a VM paused without its
+//     clocks catching up) and whose replica is stale believes it still holds. Nothing
+//     local can tell; the apply's fencing rejects its commits and its renewal
+//     (TestFrozenHolderRenewRejected), and from then on it does not hold.
+//   - Without a Syncer, a replica that lags by a whole TTL can take a lease its holder
+//     has just renewed (the CAS is on the epoch). The chain stays fork-free (fencing);
+//     the holder just loses the lease early. The node should supply Sync (a barrier on
+//     the leader, or a read index forwarded to it).
+//   - An operator's Steal takes a live lease by design; until the robbed holder's
+//     replica applies the steal it may still believe it holds the older epoch.
 //
 // Epochs are never reused (a release keeps the epoch; every claim is epoch+1), as in
 // the file-based lease system this design also learned from; there, as here, an

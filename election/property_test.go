@@ -148,6 +148,16 @@ func (s *sim) actions() map[string]func(*rapid.T) {
 				d.log.freeze()
 			}
 		},
+		"restart": func(t *rapid.T) {
+			// The process crashes and comes back with no memory (same ID, same
+			// replica, same clocks).
+			d := s.pick(t, "dev")
+			l, err := New(d.log, d.id, d.clk, Options{TTL: lTTL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d.l, d.paused, d.suspended = l, false, false
+		},
 		"observe": func(t *rapid.T) {
 			s.pick(t, "dev").l.Observe()
 		},
