@@ -433,9 +433,10 @@ func (f *FSM) Members() ([]raft.Server, error) {
 }
 
 // Watch returns a channel that is closed after the next applied transaction that
-// changed anything (or when the Log is closed). Every call gets its own wakeup; the
-// apply never waits for watchers. Typical use: read View, then wait on a Watch channel
-// taken before the read.
+// moved the applied index or changed the state (a snapshot restore included), or when
+// the Log is closed. It is a broadcast: every caller waiting on it wakes; the apply
+// never waits for watchers. Take the channel before reading, then wait on it:
+// changes between the read and the wait are not missed.
 func (l *Log) Watch() <-chan struct{} { return l.fsm.notify.watchCh() }
 
 // Subscribe returns a Subscription delivering typed events after they are applied. See
