@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,6 +37,33 @@ func TestClusterForwardingAndFailover(t *testing.T) {
 	if leader.pipelines.Load() == 0 {
 		t.Fatal("raft did not pipeline AppendEntries over the libp2p stream layer")
 	}
+
+	// Concurrent proposals from both followers: every one applied exactly once.
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := fol[i%2].cluster.Propose(ctxTimeout(t, 10*time.Second), fmt.Appendf(nil, "c-%d", i))
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent propose: %v", err)
+		}
+	}
+	waitFor(t, 5*time.Second, "46 entries everywhere", func() bool {
+		for _, n := range tc.nodes {
+			if n.fsm.len() != 46 {
+				return false
+			}
+		}
+		return true
+	})
 
 	leader.stop()
 	newLeader := tc.leader(fol)

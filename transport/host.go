@@ -264,10 +264,13 @@ func (h *Host) Connect(ctx context.Context, p peer.AddrInfo) error {
 		}
 		return nil
 	}
+	err = classifyDialError(p.ID, err)
 	if ctx.Err() != nil {
-		return fmt.Errorf("connect %s: %w", p.ID, ctx.Err())
+		// The caller's deadline ended the dial: say so, keeping the classification
+		// (a handshake that hangs is one symptom of a wrong key).
+		return fmt.Errorf("%w: %w", ctx.Err(), err)
 	}
-	return classifyDialError(p.ID, err)
+	return err
 }
 
 // classifyDialError turns libp2p's dial error into ErrUnreachable (every address

@@ -2,6 +2,9 @@ package transport
 
 import (
 	"errors"
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	"os"
 	"path/filepath"
 	"strings"
@@ -192,5 +195,32 @@ func TestAddrBookPersists(t *testing.T) {
 	}
 	if _, err := NewHost(HostConfig{DataDir: dir, PSK: psk, ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}}); err == nil {
 		t.Fatal("corrupt address book accepted")
+	}
+}
+
+// A libp2p host without any network key cannot connect to a baton host, nor be
+// connected to by one.
+func TestNoPSKPeerCannotConnect(t *testing.T) {
+	psk, _ := GeneratePSK()
+	a := newTestHost(t, t.TempDir(), psk, "/ip4/127.0.0.1/tcp/0")
+	defer a.Close()
+	plain, err := libp2p.New(
+		libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"),
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.DisableRelay(),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if err := plain.Connect(ctxTimeout(t, time.Second), a.AddrInfo()); err == nil {
+		t.Fatal("a host without the network key connected")
+	}
+	if err := a.AddMember(peer.AddrInfo{ID: plain.ID(), Addrs: plain.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	err = a.Connect(ctxTimeout(t, 5*time.Second), peer.AddrInfo{ID: plain.ID(), Addrs: plain.Addrs()})
+	if !errors.Is(err, ErrHandshake) || !strings.Contains(err.Error(), "wrong or missing network key?") {
+		t.Fatalf("dial to a host without the key: got %v, want ErrHandshake", err)
 	}
 }

@@ -547,3 +547,17 @@ func parseAddrs(ss []string) ([]ma.Multiaddr, error) {
 	}
 	return out, nil
 }
+
+// ParseSeeds turns multiaddrs with a /p2p/<peer ID> component (the form P2PAddrs
+// prints) into AddrInfos for Join, grouping addresses of the same peer.
+func ParseSeeds(addrs []string) ([]peer.AddrInfo, error) {
+	mas, err := parseAddrs(addrs)
+	if err != nil {
+		return nil, fmt.Errorf("parse seeds: %w", err)
+	}
+	infos, err := peer.AddrInfosFromP2pAddrs(mas...)
+	if err != nil {
+		return nil, fmt.Errorf("parse seeds: %w", err)
+	}
+	return infos, nil
+}

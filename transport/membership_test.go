@@ -24,9 +24,17 @@ func TestJoinLeaveSurviveRestart(t *testing.T) {
 	token := []byte("join-token-1")
 	a.host.AllowJoin(token, time.Now().Add(time.Minute))
 
-	// b joins at the leader.
+	// b joins at the leader, given its printed /p2p addresses.
 	b := newNode(t, psk)
-	if err := b.cluster.Join(ctxTimeout(t, 10*time.Second), []peer.AddrInfo{a.info()}, token, false); err != nil {
+	var printed []string
+	for _, m := range a.host.P2PAddrs() {
+		printed = append(printed, m.String())
+	}
+	seeds, err := ParseSeeds(printed)
+	if err != nil || len(seeds) != 1 || seeds[0].ID != a.id() {
+		t.Fatalf("ParseSeeds(%v) = %v, %v", printed, seeds, err)
+	}
+	if err := b.cluster.Join(ctxTimeout(t, 10*time.Second), seeds, token, false); err != nil {
 		t.Fatalf("b join: %v", err)
 	}
 	tc.nodes = append(tc.nodes, b)

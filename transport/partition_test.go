@@ -116,23 +116,26 @@ func TestSnapshotInstallOverLibp2p(t *testing.T) {
 	lagger.stop()
 
 	big := bytes.Repeat([]byte("x"), 8<<10)
-	const n = 100 // ~800 KiB of state
-	for i := range n {
+	const count = 100 // ~800 KiB of state
+	for i := range count {
 		e := append([]byte(strconv.Itoa(i)+":"), big...)
 		if _, err := fol[0].cluster.Propose(ctxTimeout(t, 5*time.Second), e); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// Compact the leader's log so the lagger cannot be caught up from it.
-	if err := leader.raft.Snapshot().Error(); err != nil {
-		t.Fatalf("snapshot: %v", err)
+	// Compact the logs of both running nodes (either may lead when the lagger comes
+	// back), so the lagger cannot be caught up from a log.
+	for _, n := range []*node{leader, fol[0]} {
+		waitFor(t, 5*time.Second, "all entries applied before the snapshot", func() bool { return n.fsm.len() == count })
+		if err := n.raft.Snapshot().Error(); err != nil {
+			t.Fatalf("snapshot: %v", err)
+		}
+		if first, _ := n.store.FirstIndex(); first <= 1 {
+			t.Fatalf("log not compacted: first index %d", first)
+		}
 	}
-	if first, _ := leader.store.FirstIndex(); first <= 1 {
-		t.Fatalf("log not compacted: first index %d", first)
-	}
-
 	lagger.start()
-	waitFor(t, 15*time.Second, "the lagging follower to catch up", func() bool { return lagger.fsm.len() == n })
+	waitFor(t, 15*time.Second, "the lagging follower to catch up", func() bool { return lagger.fsm.len() == count })
 	if got := lagger.raft.Stats()["last_snapshot_index"]; got == "0" || got == "" {
 		t.Fatalf("lagger caught up without a snapshot install (last_snapshot_index %q)", got)
 	}
