@@ -254,7 +254,8 @@ func (l *Lease) Lost() <-chan struct{} {
 }
 
 // HoldContext returns a context cancelled (cause ErrLost) the moment the current hold
-// ends; when this device does not hold the lease it is already cancelled.
+// ends; when this device does not hold the lease it is already cancelled (cause
+// ErrNotHolder).
 func (l *Lease) HoldContext() context.Context {
 	t, _ := l.Tenure()
 	return t.Context
