@@ -441,11 +441,6 @@ func (l *Lease) RenewOrClaim(ctx context.Context) (bool, error) {
 // then stands off for one TTL so that a standby can take the lease. ErrNotHolder when
 // the record does not name this device.
 func (l *Lease) Release(ctx context.Context) error {
-	if err := l.lockWrites(ctx); err != nil {
-		return fmt.Errorf("release: %w", err)
-	}
-	defer l.unlockWrites()
-
 	l.mu.Lock()
 	_, v := l.refreshLocked()
 	rec := v.Lease
@@ -453,9 +448,16 @@ func (l *Lease) Release(ctx context.Context) error {
 		l.mu.Unlock()
 		return fmt.Errorf("release: %w (holder %q)", ErrNotHolder, rec.Holder)
 	}
+	// Stop holding first, even if the entry cannot be proposed at all (ctx done, a
+	// write stuck on a stalled replica): the standoff keeps this device from claiming
+	// it back in the meantime.
 	l.yieldLocked(rec)
 	l.mu.Unlock()
 
+	if err := l.lockWrites(ctx); err != nil {
+		return fmt.Errorf("release epoch %d: %w", rec.Epoch, err)
+	}
+	defer l.unlockWrites()
 	res, err := l.log.Propose(ctx, intentlog.ReleaseEntry{Holder: l.self, Epoch: rec.Epoch})
 	return l.finishYield("release", rec, res, err)
 }

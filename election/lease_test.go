@@ -865,3 +865,29 @@ func TestClaimPollsForLocalApply(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 }
+
+// Release ends the hold even when the entry cannot be proposed.
+func TestReleaseEndsHoldEvenIfNotProposed(t *testing.T) {
+	c := newCluster("a")
+	a := newDev(t, c, "a")
+	mustClaim(t, a)
+	lost := a.l.Lost()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := a.l.Release(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("release with a dead context: %v", err)
+	}
+	if a.l.Holds() || !closed(lost) {
+		t.Fatal("still holding after a failed release")
+	}
+	if held, err := a.l.RenewOrClaim(ctxT(t)); held || err != nil || len(c.entries("a")) != 1 {
+		t.Fatalf("tick after a failed release: %v %v (%d entries)", held, err, len(c.entries("a")))
+	}
+	// A later release (the signer retries) goes through.
+	if err := a.l.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if rec := c.record(); rec.Holder != "" {
+		t.Fatalf("record %+v", rec)
+	}
+}
