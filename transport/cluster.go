@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -90,6 +91,8 @@ type Cluster struct {
 	pending   map[peer.ID]int    // joins in progress on this leader: keep them in the book
 	dropLater map[peer.ID]uint64 // removed members -> tick generation when removed
 	dropGen   uint64             // incremented on every SyncInterval tick
+
+	left atomic.Bool // Leave succeeded: stop syncing from the (now stale) configuration
 
 	ctx    context.Context
 	cancel context.CancelFunc

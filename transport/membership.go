@@ -212,8 +212,10 @@ func (c *Cluster) leaderJoin(ctx context.Context, payload []byte) ([]byte, error
 
 // Leave removes this device from the cluster through the leader. A leader first hands
 // leadership to another voter (falling back to removing itself, which raft supports).
-// On success the address book is emptied: the device no longer admits the members.
-// Errors as for Propose.
+// On success the address book is emptied and no longer synced from this device's
+// Raft configuration (which may never see the removal): the device no longer admits
+// the members. Shut it down afterwards; to join again, start from fresh Raft state.
+// Errors: ErrLastVoter when this device is the only voter; otherwise as for Propose.
 func (c *Cluster) Leave(ctx context.Context) error {
 	ctx, cancel := c.withDeadline(ctx)
 	defer cancel()
@@ -239,6 +241,9 @@ func (c *Cluster) Leave(ctx context.Context) error {
 	if _, err := c.toLeader(ctx, kindRemove, []byte(self.String()), c.leaderRemove); err != nil {
 		return fmt.Errorf("leave: %w", err)
 	}
+	// The leader stops replicating to a removed server at once, so this device's own
+	// configuration may never show the removal: stop syncing from it.
+	c.left.Store(true)
 	for _, m := range c.h.Members() {
 		c.forget(m.ID)
 	}
@@ -464,6 +469,9 @@ func (c *Cluster) syncLoop() {
 // Pruning only happens when this device is itself in the configuration (a device
 // that has not joined yet, or was removed, keeps what it has).
 func (c *Cluster) syncOnce() {
+	if c.left.Load() {
+		return
+	}
 	f := c.r.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return

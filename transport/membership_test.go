@@ -110,6 +110,10 @@ func TestJoinLeaveSurviveRestart(t *testing.T) {
 	if err := d.cluster.Leave(ctxTimeout(t, 10*time.Second)); err != nil {
 		t.Fatalf("d leave: %v", err)
 	}
+	d.cluster.syncOnce() // a stale configuration on d must not bring the members back
+	if d.host.IsMember(a.id()) || len(d.host.Members()) != 0 {
+		t.Fatalf("d still admits members after leaving: %v", d.host.Members())
+	}
 	leader := tc.leader([]*node{a, b, c})
 	if err := leader.cluster.Leave(ctxTimeout(t, 10*time.Second)); err != nil {
 		t.Fatalf("leader leave: %v", err)
