@@ -250,3 +250,9 @@ var (
 	_ Watcher       = (*fakeLog)(nil)
 	_ Syncer        = (*syncLog)(nil)
 )
+
+// The real intent log satisfies the Log this package asks for, and can be followed.
+var (
+	_ Log     = (*intentlog.Log)(nil)
+	_ Watcher = (*intentlog.Log)(nil)
+)
