@@ -33,7 +33,7 @@ func TestWrongPSKFailsFastWithClearError(t *testing.T) {
 	if !strings.Contains(err.Error(), "handshake failed: wrong or missing network key?") {
 		t.Fatalf("error text %q does not say why", err)
 	}
-	if took > 3*time.Second { // dial timeout is 2 s
+	if took > 4*time.Second { // dial timeout is 2 s; a wrong key either fails at once or hangs until it
 		t.Fatalf("wrong-key dial took %v, want within the dial timeout", took)
 	}
 	t.Logf("wrong key: %v (after %v)", err, took)

@@ -210,6 +210,22 @@ func (c *Cluster) leaderJoin(ctx context.Context, payload []byte) ([]byte, error
 	return c.membersSnapshot(), nil
 }
 
+// Add adds p to the cluster through the leader, as a voter or a non-voter, without a
+// join token: an operator's call on a member (e.g. POST /v1/members). p's own gater
+// must admit the members (it does while it runs Join, or after AllowPeer).
+// Errors as for Propose; *RemoteError when the leader's AddVoter fails.
+func (c *Cluster) Add(ctx context.Context, p peer.AddrInfo, nonvoter bool) error {
+	payload, err := json.Marshal(joinRequest{ID: p.ID.String(), Addrs: addrStrings(p.Addrs), Nonvoter: nonvoter})
+	if err != nil {
+		return fmt.Errorf("add %s: %w", p.ID, err)
+	}
+	if _, err := c.toLeader(ctx, kindJoin, payload, c.leaderJoin); err != nil {
+		return fmt.Errorf("add %s: %w", p.ID, err)
+	}
+	c.kickSync()
+	return nil
+}
+
 // Leave removes this device from the cluster through the leader. A leader first hands
 // leadership to another voter (falling back to removing itself, which raft supports).
 // On success the address book is emptied and no longer synced from this device's

@@ -237,3 +237,27 @@ func waitMembersSynced(t testing.TB, nodes []*node) {
 		return true
 	})
 }
+
+// An operator adds a device directly (no token) from a follower; the new device only
+// allowed the members.
+func TestAddByOperator(t *testing.T) {
+	tc := newTestCluster(t, 2)
+	leader := tc.leader(tc.nodes)
+	fol := tc.followers(leader)[0]
+	e := newNode(t, tc.psk)
+	for _, n := range tc.nodes {
+		e.host.AllowPeer(n.info())
+	}
+	if err := fol.cluster.Add(ctxTimeout(t, 10*time.Second), e.info(), false); err != nil {
+		t.Fatalf("add: %v", err)
+	}
+	if s := configIDs(t, leader.raft)[e.id().String()]; s != raft.Voter {
+		t.Fatalf("added device suffrage %v", s)
+	}
+	if _, err := e.cluster.Propose(ctxTimeout(t, 10*time.Second), []byte("from-e")); err != nil {
+		t.Fatal(err)
+	}
+	waitApplied(t, append(tc.nodes, e), []byte("from-e"))
+	tc.nodes = append(tc.nodes, e)
+	waitMembersSynced(t, tc.nodes)
+}
