@@ -48,7 +48,8 @@ type Raft interface {
 var _ Raft = (*raft.Raft)(nil)
 
 // ApplyFunc runs a proposal on the leader: typically raft.Apply of the entry and the
-// FSM's response, encoded as bytes. It must return an error matching raft.ErrNotLeader,
+// FSM's response, encoded as bytes. It should honour ctx's deadline (pass the time
+// left to raft.Apply); Propose returns at the deadline in any case. It must return an error matching raft.ErrNotLeader,
 // raft.ErrLeadershipLost or ErrNotLeader when this node is (no longer) the leader, so
 // forwarding retries at the new leader. Entries are opaque to the transport and may be
 // retried after ErrLeadershipLost, so they must be idempotent (baton's are: intents

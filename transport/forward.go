@@ -49,7 +49,7 @@ func (c *Cluster) toLeader(ctx context.Context, kind byte, payload []byte, local
 		_, lid := c.r.LeaderWithID()
 		switch {
 		case c.r.State() == raft.Leader:
-			res, err := local(ctx, payload)
+			res, err := runBounded(ctx, local, payload)
 			if err == nil {
 				return res, nil
 			}
@@ -86,6 +86,26 @@ func (c *Cluster) toLeader(ctx context.Context, kind byte, payload []byte, local
 		if !c.backoff(ctx, &wait) {
 			return nil, c.deadlineError(ctx, lastErr, inFlight)
 		}
+	}
+}
+
+// runBounded runs f and returns when it does or when ctx ends, whichever is first,
+// so a callback that ignores its context cannot hold the caller past the deadline.
+func runBounded(ctx context.Context, f func(context.Context, []byte) ([]byte, error), payload []byte) ([]byte, error) {
+	type result struct {
+		b   []byte
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		b, err := f(ctx, payload)
+		ch <- result{b, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.b, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 }
 
