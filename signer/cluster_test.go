@@ -99,7 +99,7 @@ func fastRaft(rc *raft.Config) {
 }
 
 const (
-	clusterTTL  = 1500 * time.Millisecond
+	clusterTTL  = 3 * time.Second
 	clusterTick = 200 * time.Millisecond
 )
 
@@ -233,10 +233,8 @@ func TestClusterEveryAcceptedIntentSignedOnce(t *testing.T) {
 	}
 
 	// Graceful handover: the holder stops (and releases); another device claims.
-	h1 := c.holder()
-	if h1 == nil {
-		t.Fatal("no holder")
-	}
+	var h1 *clusterDev
+	waitFor(t, "a holder", func() bool { h1 = c.holder(); return h1 != nil })
 	h1.stop()
 	if err := <-h1.done; err != nil {
 		t.Fatalf("stop %s: %v", h1.id, err)
@@ -245,10 +243,10 @@ func TestClusterEveryAcceptedIntentSignedOnce(t *testing.T) {
 	for range 5 {
 		batch(3)
 	}
-	waitFor(t, "a new holder after the release", func() bool { h := c.holder(); return h != nil && h != h1 })
+	var h2 *clusterDev
+	waitFor(t, "a new holder after the release", func() bool { h2 = c.holder(); return h2 != nil && h2 != h1 })
 
 	// Crash: the new holder's device dies without releasing (its Raft node too).
-	h2 := c.holder()
 	h2.dead.Store(true)
 	h2.stop()
 	<-h2.done

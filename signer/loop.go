@@ -195,8 +195,8 @@ type Loop struct {
 	log *slog.Logger
 
 	running atomic.Bool
-	// parked counts goroutines waiting with their timer armed (tests wait for both
-	// before advancing a ManualClock, so that no timer is armed after the advance).
+	// parked counts goroutines waiting with an armed timer that has not fired (tests
+	// wait for both before advancing a ManualClock, so that no timer is armed late).
 	parked  atomic.Int32
 	kickSig chan struct{} // lease state may have changed: re-check signing
 	kickTk  chan struct{} // run a lease tick now
@@ -257,17 +257,26 @@ func kick(c chan struct{}) {
 	}
 }
 
-// after returns a channel closed d from now on the loop's clock, and a stop func.
-func (l *Loop) after(d time.Duration) (<-chan struct{}, func()) {
+// arm returns a channel closed d from now on the loop's clock, and a disarm func to
+// call once done waiting. From arm until the timer fires or disarm is called, the
+// calling goroutine counts as parked (see Loop.parked).
+func (l *Loop) arm(d time.Duration) (<-chan struct{}, func()) {
 	ch := make(chan struct{})
-	var once sync.Once
-	fire := func() { once.Do(func() { close(ch) }) }
+	var unparkOnce, closeOnce sync.Once
+	unpark := func() { unparkOnce.Do(func() { l.parked.Add(-1) }) }
+	l.parked.Add(1)
+	// With a ManualClock, fire runs inside Advance: the goroutine stops counting as
+	// parked before Advance returns, so a test cannot advance again before it re-arms.
+	fire := func() { unpark(); closeOnce.Do(func() { close(ch) }) }
+	var stop func()
 	if ac, ok := l.cfg.Clock.(afterFuncClock); ok {
-		stop := ac.AfterFunc(d, fire)
-		return ch, func() { stop() }
+		s := ac.AfterFunc(d, fire)
+		stop = func() { s() }
+	} else {
+		t := time.AfterFunc(d, fire)
+		stop = func() { t.Stop() }
 	}
-	t := time.AfterFunc(d, fire)
-	return ch, func() { t.Stop() }
+	return ch, func() { stop(); unpark() }
 }
 
 // Run runs the lease tick and the signer until ctx is done. On a graceful stop it
@@ -338,18 +347,15 @@ func (l *Loop) leaseLoop(ctx context.Context) {
 				wait = w
 			}
 		}
-		timer, stop := l.after(wait)
-		l.parked.Add(1)
+		timer, disarm := l.arm(wait)
 		select {
 		case <-ctx.Done():
-			stop()
-			l.parked.Add(-1)
+			disarm()
 			return
 		case <-timer:
 		case <-l.kickTk:
-			stop()
 		}
-		l.parked.Add(-1)
+		disarm()
 	}
 }
 
@@ -384,8 +390,7 @@ func (l *Loop) signLoop(ctx context.Context) {
 		// Wait for an applied change or a lease change. The tick timer is a safety
 		// net (and the retry delay after a failure), and it lets the wedge detector
 		// run while nothing changes.
-		timer, stop := l.after(l.cfg.Tick)
-		l.parked.Add(1)
+		timer, disarm := l.arm(l.cfg.Tick)
 		woke := false
 		select {
 		case <-ctx.Done():
@@ -394,8 +399,7 @@ func (l *Loop) signLoop(ctx context.Context) {
 		case <-l.kickSig:
 		case <-timer:
 		}
-		l.parked.Add(-1)
-		stop()
+		disarm()
 		suspect = woke && l.cfg.Log.View().AppliedIndex == applied
 	}
 }

@@ -147,7 +147,10 @@ func TestLoopSignsWhenIntentsArriveNotOnTick(t *testing.T) {
 		h.log.submit(t, intents(total, n)...)
 		total += n
 	}
-	waitFor(t, "all intents signed", func() bool { return h.log.View().Pending == 0 && h.log.View().Head.Seq > 0 })
+	waitFor(t, "all intents signed", func() bool {
+		v := h.log.View()
+		return v.Pending == 0 && v.Head.Seq > 0 && h.loop.Stats().CommitsAccepted == v.Head.Seq
+	})
 	if h.clock.Mono() != mono {
 		t.Fatal("clock moved: the test must not depend on ticks")
 	}
