@@ -341,11 +341,15 @@ func (l *Loop) leaseLoop(ctx context.Context) {
 		wait := l.cfg.Tick
 		if ld, ok := l.cfg.Lease.(leaseDecider); ok {
 			// Wake exactly at the policy's next deadline (renewal due, window end,
-			// lapse) when it comes before the tick. A zero WakeIn means "due now":
-			// RenewOrClaim just ran, so keep a floor to avoid spinning.
-			if w := ld.Decide().WakeIn(l.cfg.Clock.Mono()); w > 0 && w < wait {
-				wait = w
+			// lapse) when it comes before the tick.
+			w := ld.Decide().WakeIn(l.cfg.Clock.Mono())
+			if w == 0 {
+				// Still due right after RenewOrClaim: its write failed (no leader, a
+				// timeout). A renewal has only until the may-sign window closes, so
+				// retry sooner than a whole tick, but never in a spin.
+				w = l.cfg.Tick / 4
 			}
+			wait = min(wait, w)
 		}
 		timer, disarm := l.arm(wait)
 		select {

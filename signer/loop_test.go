@@ -531,3 +531,43 @@ func TestLoopDoesNotSpinOnClosedWatch(t *testing.T) {
 		t.Fatalf("%d signer steps in 50ms on a closed watch: spinning", n)
 	}
 }
+
+// decidingLease adds the policy's next deadline to a fakeLease.
+type decidingLease struct {
+	*fakeLease
+	clock *election.ManualClock
+	in    atomic.Int64 // wake in this many ns from now; 0: due now
+}
+
+func (d *decidingLease) Decide() election.Decision {
+	mono := d.clock.Mono()
+	return election.Decision{Action: election.Hold, Wake: mono + time.Duration(d.in.Load())}
+}
+
+func TestLoopLeaseTickWakesAtPolicyDeadline(t *testing.T) {
+	var dl *decidingLease
+	h := newHarness(t, nil)
+	dl = &decidingLease{fakeLease: h.lease, clock: h.clock}
+	dl.in.Store(int64(300 * time.Millisecond))
+	h.loop.cfg.Lease = dl
+	h.start()
+	next := func(d time.Duration) {
+		t.Helper()
+		parked(t, h.loop)
+		before := h.loop.Stats().Ticks
+		h.clock.Advance(d - time.Millisecond)
+		parked(t, h.loop)
+		if h.loop.Stats().Ticks != before {
+			t.Fatalf("lease tick before the deadline (%v)", d)
+		}
+		h.clock.Advance(time.Millisecond)
+		waitFor(t, "the lease tick at the deadline", func() bool { return h.loop.Stats().Ticks == before+1 })
+	}
+	next(300 * time.Millisecond) // the policy's deadline, well before the 2 s tick
+	dl.in.Store(0)               // due now although RenewOrClaim just ran: retry at Tick/4
+	next(300 * time.Millisecond) // (the wait was armed with the 300ms answer)
+	next(h.loop.cfg.Tick / 4)
+	dl.in.Store(int64(time.Hour)) // far away: the tick bounds it
+	next(h.loop.cfg.Tick / 4)
+	next(h.loop.cfg.Tick)
+}
