@@ -127,6 +127,11 @@ func (c *LoopConfig) validate() error {
 	case c.Tick < 0 || c.CallTimeout < 0 || c.MaxBatchCount < 0 || c.MaxBatchBytes < 0 || c.WedgeTimeout < 0 || c.ReleaseTimeout < 0:
 		return fmt.Errorf("%w: negative duration or limit", ErrBadConfig)
 	}
+	if ls, ok := c.Lease.(interface{ Self() string }); ok && ls.Self() != c.Self {
+		// The apply accepts commits only from the lease holder: a mismatch would sign
+		// commits every replica refuses.
+		return fmt.Errorf("%w: lease is for %q but Self is %q", ErrBadConfig, ls.Self(), c.Self)
+	}
 	if _, err := ParseDID(c.Key.DID()); err != nil {
 		return fmt.Errorf("%w: chain key: %w", ErrBadConfig, err)
 	}

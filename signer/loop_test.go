@@ -486,6 +486,13 @@ func TestNewLoopValidates(t *testing.T) {
 		"timeout >= tick":    func(c *LoopConfig) { c.Tick, c.CallTimeout = time.Second, time.Second },
 		"negative":           func(c *LoopConfig) { c.MaxBatchCount = -1 },
 		"batch over entries": func(c *LoopConfig) { c.MaxBatchBytes = intentlog.MaxEntryBytes },
+		"lease of another device": func(c *LoopConfig) {
+			ls, err := election.New(m, "12D3KooWother", nil, election.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Lease = ls
+		},
 	}
 	for name, mod := range cases {
 		c := good
