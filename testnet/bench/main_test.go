@@ -1,0 +1,64 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMainQuick(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	out := filepath.Join(t.TempDir(), "bench.json")
+	var stdout, stderr bytes.Buffer
+	code := Main(ctx, []string{"--quick", "--load", "300ms", "--window", "2s", "--rounds", "1", "--clients", "1,4", "--dir", t.TempDir(), "--out", out}, &stdout, &stderr)
+	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if !strings.Contains(stdout.String(), "raft baseline") {
+		t.Fatal("no baseline rows in the table")
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Baseline) != 2 || r.Baseline[0].AppliedPerSec <= 0 || r.Baseline[0].Apply.N == 0 {
+		t.Fatalf("baseline = %+v", r.Baseline)
+	}
+}
+
+func TestMainFlags(t *testing.T) {
+	var o, e bytes.Buffer
+	if c := Main(context.Background(), []string{"--help"}, &o, &e); c != 0 || !strings.Contains(e.String(), "usage: baton bench") {
+		t.Fatalf("--help: %d %q", c, e.String())
+	}
+	for _, args := range [][]string{{"--clients", "0"}, {"--skip", "nope"}, {"extra"}, {"--bogus"}} {
+		if c := Main(context.Background(), args, &o, &e); c != 2 {
+			t.Errorf("%v: exit %d, want 2", args, c)
+		}
+	}
+}
+
+func TestSummarise(t *testing.T) {
+	var ds []time.Duration
+	for i := 1; i <= 100; i++ {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	d := Summarise(ds)
+	if d.N != 100 || d.MinMs != 1 || d.P50Ms != 50 || d.P99Ms != 99 || d.MaxMs != 100 {
+		t.Fatalf("%+v", d)
+	}
+	if (Summarise(nil) != Dist{}) {
+		t.Fatal("empty sample")
+	}
+}
