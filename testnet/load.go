@@ -1,0 +1,176 @@
+package testnet
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/signer"
+)
+
+// Defaults for LoadConfig fields left zero.
+const (
+	DefaultLoadRate    = 50   // intents per second
+	DefaultLoadMax     = 2000 // intents per generator
+	DefaultLoadWorkers = 4
+)
+
+// Submitter is what the load generator needs from a device: submit one intent and
+// return once it is acknowledged (in the Raft log: the API's 202).
+type Submitter interface {
+	Submit(ctx context.Context, in intentlog.Intent, wait signer.Wait) (signer.SubmitResult, error)
+}
+
+var _ Submitter = (*signer.Node)(nil)
+
+// Target is one device the load generator may submit to.
+type Target struct {
+	Device    string
+	Submitter Submitter
+}
+
+// LoadConfig configures a load generator.
+type LoadConfig struct {
+	// Targets returns the devices to submit to right now (the generator round-robins
+	// over them; none = skip this slot). Called once per intent.
+	Targets func() []Target
+	Rate    int           // intents per second (default 50)
+	Max     int           // stop after this many submissions (default 2000)
+	Workers int           // concurrent submissions (default 4)
+	Timeout time.Duration // per submission (default 5 s)
+	Prefix  string        // id prefix (default "load")
+}
+
+// Load submits intents with unique ids at a bounded rate until it has submitted Max
+// of them or Stop is called, and records which were acknowledged. Submissions that
+// fail are counted, not retried: their outcome is unknown (they may still be signed,
+// which is allowed; only acknowledged ones must be).
+type Load struct {
+	cfg       LoadConfig
+	submitted atomic.Int64
+	failed    atomic.Int64
+	mu        sync.Mutex
+	acks      []Ack
+	cancel    context.CancelFunc
+	done      chan struct{}
+}
+
+// StartLoad starts a load generator; it stops by itself after Max submissions or
+// when ctx is done or Stop is called.
+func StartLoad(ctx context.Context, cfg LoadConfig) (*Load, error) {
+	if cfg.Targets == nil {
+		return nil, fmt.Errorf("%w: load needs Targets", ErrBadConfig)
+	}
+	if cfg.Rate <= 0 {
+		cfg.Rate = DefaultLoadRate
+	}
+	if cfg.Max <= 0 {
+		cfg.Max = DefaultLoadMax
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultLoadWorkers
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = "load"
+	}
+	l := &Load{cfg: cfg, done: make(chan struct{})}
+	ctx, l.cancel = context.WithCancel(ctx)
+	go l.run(ctx)
+	return l, nil
+}
+
+func (l *Load) run(ctx context.Context) {
+	defer close(l.done)
+	slots := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < l.cfg.Workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range slots {
+				l.one(ctx, i)
+			}
+		}()
+	}
+	tk := time.NewTicker(time.Second / time.Duration(l.cfg.Rate))
+	defer tk.Stop()
+loop:
+	for i := 0; i < l.cfg.Max; i++ {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-tk.C:
+		}
+		select {
+		case slots <- i:
+		case <-ctx.Done():
+			break loop
+		}
+	}
+	close(slots)
+	wg.Wait()
+}
+
+func (l *Load) one(ctx context.Context, i int) {
+	ts := l.cfg.Targets()
+	if len(ts) == 0 {
+		return
+	}
+	t := ts[i%len(ts)]
+	id := fmt.Sprintf("%s-%06d", l.cfg.Prefix, i)
+	in := intentlog.Intent{ID: id, Op: intentlog.OpPut, Path: "drill/" + id, Value: []byte(id)}
+	sctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	l.submitted.Add(1)
+	res, err := t.Submitter.Submit(sctx, in, signer.WaitCommitted)
+	if err != nil {
+		l.failed.Add(1)
+		return
+	}
+	l.mu.Lock()
+	l.acks = append(l.acks, Ack{ID: id, At: time.Now(), Device: t.Device, Index: res.Index})
+	l.mu.Unlock()
+}
+
+// Stop stops the generator and waits for in-flight submissions.
+func (l *Load) Stop() {
+	l.cancel()
+	<-l.done
+}
+
+// Done is closed when the generator has finished.
+func (l *Load) Done() <-chan struct{} { return l.done }
+
+// Acks returns the acknowledged intents so far.
+func (l *Load) Acks() []Ack {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Ack(nil), l.acks...)
+}
+
+// Counts returns submitted and failed counts and the number acknowledged.
+func (l *Load) Counts() Counts {
+	l.mu.Lock()
+	acked := len(l.acks)
+	l.mu.Unlock()
+	return Counts{Submitted: int(l.submitted.Load()), Acked: acked, Failed: int(l.failed.Load())}
+}
+
+// LoadTargets returns a Targets func over the cluster's running, unpaused devices.
+func (c *Cluster) LoadTargets() func() []Target {
+	return func() []Target {
+		var out []Target
+		for _, d := range c.Devices() {
+			if n := d.Node(); n != nil && !d.Paused() {
+				out = append(out, Target{Device: d.Name, Submitter: n})
+			}
+		}
+		return out
+	}
+}

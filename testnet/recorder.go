@@ -1,0 +1,134 @@
+package testnet
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// recorder samples every running, unpaused device and builds the timeline: lease
+// holds (spans per device and epoch), Raft leader marks, the chain's growth and when
+// each seq was first seen applied.
+type recorder struct {
+	c *Cluster
+
+	mu      sync.Mutex
+	events  []Event
+	holds   []Span
+	open    map[string]*Span // device -> its open hold span
+	leader  map[string]bool  // device -> was leader at the last sample
+	leaders []Mark
+	growth  []Point
+	maxSeq  uint64
+	seen    map[uint64]time.Time
+}
+
+func newRecorder(c *Cluster) *recorder {
+	return &recorder{c: c, open: map[string]*Span{}, leader: map[string]bool{}, seen: map[uint64]time.Time{}}
+}
+
+func (r *recorder) run(ctx context.Context) {
+	tk := time.NewTicker(r.c.cfg.SampleEvery)
+	defer tk.Stop()
+	for {
+		r.sample()
+		select {
+		case <-ctx.Done():
+			r.closeAll(time.Now())
+			return
+		case <-tk.C:
+		}
+	}
+}
+
+func (r *recorder) sample() {
+	now := time.Now()
+	type obs struct {
+		name   string
+		up     bool
+		held   bool
+		epoch  uint64
+		leader bool
+		seq    uint64
+	}
+	var all []obs
+	for _, d := range r.c.Devices() {
+		o := obs{name: d.Name}
+		if n := d.Node(); n != nil && !d.Paused() {
+			st := n.State()
+			o.up, o.held, o.epoch = true, st.Lease.HeldByMe, st.Lease.Epoch
+			o.leader = st.Raft.Role == raft.Leader.String()
+			o.seq = st.Head.Seq
+		}
+		all = append(all, o)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, o := range all {
+		sp := r.open[o.name]
+		if sp != nil && (!o.held || sp.Epoch != o.epoch) {
+			sp.To = now
+			r.holds = append(r.holds, *sp)
+			delete(r.open, o.name)
+			sp = nil
+		}
+		if o.held && sp == nil {
+			r.open[o.name] = &Span{Device: o.name, Epoch: o.epoch, From: now, To: now}
+		}
+		if o.leader && !r.leader[o.name] {
+			r.leaders = append(r.leaders, Mark{Device: o.name, At: now})
+		}
+		r.leader[o.name] = o.leader
+		if o.seq > r.maxSeq {
+			for s := r.maxSeq + 1; s <= o.seq; s++ {
+				r.seen[s] = now
+			}
+			r.maxSeq = o.seq
+			r.growth = append(r.growth, Point{At: now, Seq: o.seq})
+		}
+	}
+}
+
+func (r *recorder) closeAll(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for name, sp := range r.open {
+		sp.To = now
+		r.holds = append(r.holds, *sp)
+		delete(r.open, name)
+	}
+}
+
+func (r *recorder) event(e Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+}
+
+func (r *recorder) observed() map[uint64]time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[uint64]time.Time, len(r.seen))
+	for k, v := range r.seen {
+		out[k] = v
+	}
+	return out
+}
+
+// fill copies the timeline into rep (open spans end now).
+func (r *recorder) fill(rep *Report) {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rep.Events = append(rep.Events, r.events...)
+	rep.Holds = append(rep.Holds, r.holds...)
+	for _, sp := range r.open {
+		s := *sp
+		s.To = now
+		rep.Holds = append(rep.Holds, s)
+	}
+	rep.Leaders = append(rep.Leaders, r.leaders...)
+	rep.Growth = append(rep.Growth, r.growth...)
+}
