@@ -242,6 +242,7 @@ func (a *apiServer) routes() {
 	a.route("/v1/members", handlers{http.MethodGet: a.getMembers, http.MethodPost: a.postMember})
 	a.route("/v1/members/{id}", handlers{http.MethodDelete: a.deleteMember})
 	a.route("/healthz", handlers{http.MethodGet: a.getHealth})
+	a.routeInvite() // POST /v1/join-window (api_invite.go)
 	metrics := promhttp.HandlerFor(a.n.metrics.reg, promhttp.HandlerOpts{})
 	a.route("/metrics", handlers{http.MethodGet: metrics.ServeHTTP})
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
