@@ -209,6 +209,12 @@ func (b *batcher) submit(s *submission) error {
 	return nil
 }
 
+func (b *batcher) entriesMade() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.entries
+}
+
 func (b *batcher) close() {
 	b.mu.Lock()
 	b.closed = true

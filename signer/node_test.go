@@ -1,0 +1,298 @@
+package signer
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/intentlog"
+)
+
+// TestNodeCluster runs three real Nodes over libp2p on loopback: formation (bootstrap
+// plus two joins through a join window), signing through a follower, group commit,
+// duplicates, graceful stop of the holder, restart, kill of the holder, and the chain
+// on every node (verifies, agrees, every accepted intent exactly once). Subtests share
+// the cluster and run in order.
+func TestNodeCluster(t *testing.T) {
+	psk := testPSK(t)
+	key := testKey(t, 7)
+	root := t.TempDir()
+	dirs := []string{filepath.Join(root, "a"), filepath.Join(root, "b"), filepath.Join(root, "c")}
+	nodes := make([]*Node, 3)
+	var accepted []string // every intent ID answered with success
+	var mu sync.Mutex
+	accept := func(ids ...string) {
+		mu.Lock()
+		accepted = append(accepted, ids...)
+		mu.Unlock()
+	}
+	live := func() []*Node {
+		var out []*Node
+		for _, n := range nodes {
+			if n != nil {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	ctx := context.Background()
+	T := t // nodes live as long as the whole test, not one subtest
+
+	t.Run("form", func(t *testing.T) {
+		cfg := nodeConfig(t, dirs[0], psk, key)
+		cfg.Bootstrap = true
+		nodes[0] = startNode(T, cfg)
+		waitUntil(t, 10*time.Second, "first node leads", func() bool { return nodes[0].State().Raft.Role == "Leader" })
+		token := []byte("join-token-0123456789")
+		nodes[0].AllowJoin(token, time.Now().Add(time.Minute))
+		for i := 1; i < 3; i++ {
+			cfg := nodeConfig(t, dirs[i], psk, key)
+			cfg.Join = &JoinConfig{Seeds: nodes[0].Addrs(), Token: token}
+			nodes[i] = startNode(T, cfg)
+		}
+		waitUntil(t, 10*time.Second, "three members everywhere", func() bool {
+			for _, n := range nodes {
+				if n.State().Members != 3 {
+					return false
+				}
+			}
+			return true
+		})
+		waitUntil(t, 10*time.Second, "a holder", func() bool { return holderOf(nodes...) != nil })
+		if n := nodes[1]; n.Chain() != key.DID() || n.ID() == nodes[0].ID() || len(n.Addrs()) == 0 {
+			t.Fatalf("identity: chain %s id %s addrs %v", n.Chain(), n.ID(), n.Addrs())
+		}
+	})
+
+	// follower returns a node that neither holds the lease nor leads Raft, if any.
+	follower := func() *Node {
+		for _, n := range live() {
+			if !n.Holds() && n.State().Raft.Role != "Leader" {
+				return n
+			}
+		}
+		for _, n := range live() {
+			if !n.Holds() {
+				return n
+			}
+		}
+		return nil
+	}
+
+	t.Run("submit_on_follower_wait_signed", func(t *testing.T) {
+		f := follower()
+		start := time.Now()
+		res, err := f.Submit(ctx, putIntent("f-1"), WaitSigned)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("submit on a follower to signed: %s", fmtDur(time.Since(start)))
+		accept("f-1")
+		if res.ID != "f-1" || res.Index == 0 || res.Seq == 0 || len(res.Hash) != 64 || res.Duplicate {
+			t.Fatalf("result %+v", res)
+		}
+		v, ok, err := f.Record("app.test/f-1")
+		if err != nil || !ok || string(v) != "v-f-1" {
+			t.Fatalf("record on the submitting follower: %q %v %v", v, ok, err)
+		}
+		// Same id again: the original result.
+		again, err := f.Submit(ctx, putIntent("f-1"), WaitCommitted)
+		if err != nil || !again.Duplicate || again.Index != res.Index || again.Seq != res.Seq || again.Hash != res.Hash {
+			t.Fatalf("duplicate: %+v %v (first %+v)", again, err, res)
+		}
+	})
+
+	t.Run("group_commit", func(t *testing.T) {
+		f := follower()
+		before := f.batch.entriesMade()
+		const N = 64
+		var wg sync.WaitGroup
+		errs := make([]error, N)
+		res := make([]SubmitResult, N)
+		for i := range N {
+			wg.Go(func() {
+				res[i], errs[i] = f.Submit(ctx, putIntent(fmt.Sprintf("g-%d", i)), WaitCommitted)
+			})
+		}
+		wg.Wait()
+		indexes := map[uint64]bool{}
+		for i := range N {
+			if errs[i] != nil {
+				t.Fatalf("submit %d: %v", i, errs[i])
+			}
+			accept(res[i].ID)
+			indexes[res[i].Index] = true
+		}
+		entries := f.batch.entriesMade() - before
+		t.Logf("group commit: %d concurrent submissions in %d entries (%d distinct indexes)", N, entries, len(indexes))
+		if entries >= N || len(indexes) >= N {
+			t.Fatalf("no group commit: %d submissions, %d entries, %d indexes", N, entries, len(indexes))
+		}
+		waitSigned(t, f, "g-63")
+	})
+
+	var stoppedIdx int
+	t.Run("graceful_stop_of_holder", func(t *testing.T) {
+		h := holderOf(live()...)
+		if h == nil {
+			t.Fatal("no holder")
+		}
+		stoppedIdx = slices.Index(nodes, h)
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		if err := h.Stop(sctx); err != nil {
+			t.Fatalf("stop: %v", err)
+		}
+		nodes[stoppedIdx] = nil
+		waitUntil(t, 5*time.Second, "a new holder after graceful stop", func() bool { return holderOf(live()...) != nil })
+		f := live()[0]
+		if _, err := f.Submit(ctx, putIntent("after-stop"), WaitSigned); err != nil {
+			t.Fatal(err)
+		}
+		accept("after-stop")
+		t.Logf("graceful stop of the holder to the next signed commit: %s", fmtDur(time.Since(start)))
+		hist, err := f.LeaseHistory()
+		if err != nil || len(hist) == 0 {
+			t.Fatal(hist, err)
+		}
+		if !slices.ContainsFunc(hist, func(e intentlog.LeaseEvent) bool { return e.Event == "release" }) {
+			t.Fatalf("no release in the lease history: %+v", hist)
+		}
+	})
+
+	t.Run("restart", func(t *testing.T) {
+		nodes[stoppedIdx] = startNode(T, nodeConfig(t, dirs[stoppedIdx], psk, key))
+		want := live()[0].State().Head.Seq
+		waitUntil(t, 10*time.Second, "restarted node catches up", func() bool {
+			return nodes[stoppedIdx].State().Head.Seq >= want
+		})
+	})
+
+	t.Run("kill_holder", func(t *testing.T) {
+		h := holderOf(live()...)
+		if h == nil {
+			waitUntil(t, 5*time.Second, "a holder", func() bool { return holderOf(live()...) != nil })
+			h = holderOf(live()...)
+		}
+		i := slices.Index(nodes, h)
+		start := time.Now()
+		if err := h.Kill(); err != nil {
+			t.Fatalf("kill: %v", err)
+		}
+		nodes[i] = nil
+		waitUntil(t, 4*nodeTTL+2*time.Second, "a new holder after kill", func() bool { return holderOf(live()...) != nil })
+		took := time.Since(start)
+		f := live()[0]
+		if _, err := f.Submit(ctx, putIntent("after-kill"), WaitSigned); err != nil {
+			t.Fatal(err)
+		}
+		accept("after-kill")
+		t.Logf("kill of the holder: new holder after %s, next signed commit after %s (TTL %v, tick %v)",
+			fmtDur(took), fmtDur(time.Since(start)), nodeTTL, nodeTick)
+		// The promise: TTL + one tick + one Raft election (a few hundred ms here).
+		if limit := nodeTTL + nodeTick + 1500*time.Millisecond; took > limit {
+			t.Errorf("takeover took %v, over %v", took, limit)
+		}
+		// Restart the killed one: its data dir is reusable.
+		nodes[i] = startNode(T, nodeConfig(t, dirs[i], psk, key))
+	})
+
+	t.Run("chains_agree", func(t *testing.T) {
+		ns := live()
+		head := uint64(0)
+		for _, n := range ns {
+			head = max(head, n.State().Head.Seq)
+		}
+		waitUntil(t, 10*time.Second, "all nodes at the same head", func() bool {
+			for _, n := range ns {
+				if n.State().Head.Seq < head {
+					return false
+				}
+			}
+			return true
+		})
+		var first [][]byte
+		for _, n := range ns {
+			raws := chainOfNode(t, n)
+			if err := VerifyChain(raws, key.DID()); err != nil {
+				t.Fatalf("node %s: %v", n.ID(), err)
+			}
+			if first == nil {
+				first = raws
+			} else if !slices.EqualFunc(first[:head], raws[:head], func(a, b []byte) bool { return string(a) == string(b) }) {
+				t.Fatalf("node %s: chain differs", n.ID())
+			}
+		}
+		ids := opIDs(t, first)
+		count := map[string]int{}
+		for _, id := range ids {
+			count[id]++
+		}
+		for _, id := range accepted {
+			if count[id] != 1 {
+				t.Errorf("accepted intent %q appears %d times in the chain", id, count[id])
+			}
+		}
+		for id, c := range count {
+			if c != 1 {
+				t.Errorf("intent %q appears %d times", id, c)
+			}
+		}
+		t.Logf("chain: %d commits, %d intents, %d accepted answers", len(first), len(ids), len(accepted))
+	})
+
+	t.Run("state_without_quorum", func(t *testing.T) {
+		ns := live()
+		last := ns[len(ns)-1]
+		for _, n := range ns[:len(ns)-1] {
+			if err := n.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			nodes[slices.Index(nodes, n)] = nil
+		}
+		c, err := NewClient(last.cfg.APISocket, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		var worst time.Duration
+		for range 20 {
+			start := time.Now()
+			qctx, cancel := context.WithTimeout(ctx, time.Second)
+			st, err := c.State(qctx)
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			worst = max(worst, time.Since(start))
+			if st.ID != last.ID() {
+				t.Fatalf("state of %s from %s", st.ID, last.ID())
+			}
+		}
+		t.Logf("GET /v1/state with no quorum: worst of 20 %s", fmtDur(worst))
+		if worst > 100*time.Millisecond {
+			t.Errorf("state took %v with no quorum", worst)
+		}
+		// A submission without quorum fails with a clear code, bounded by its deadline.
+		sctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		_, err = last.Submit(sctx, putIntent("no-quorum"), WaitCommitted)
+		if code, _ := Code(err); code != CodeTimeout && code != CodeNoQuorum {
+			t.Fatalf("submit without quorum: %v (code %s)", err, code)
+		}
+	})
+}
+
+func waitSigned(t *testing.T, n *Node, id string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, _, err := n.waitSigned(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+}
