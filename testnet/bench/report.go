@@ -90,7 +90,8 @@ type AtRestResult struct {
 	LeaseEntriesPerTTL float64 `json:"lease_entries_per_ttl"`
 	DiskBefore         int64   `json:"disk_bytes_before_snapshot"`
 	DiskAfter          int64   `json:"disk_bytes_after_snapshot"`
-	DiskAfterWindow    int64   `json:"disk_bytes_after_window"`
+	DiskEnd            int64   `json:"disk_bytes_end_of_window"`
+	DiskAfterWindow    int64   `json:"disk_bytes_after_end_snapshot"`
 	Devices            []Usage `json:"devices"`
 	PerDevice          bool    `json:"per_device"`
 	Note               string  `json:"note,omitempty"`
@@ -169,8 +170,8 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	if a := r.AtRest; a != nil {
-		fmt.Fprintf(w, "at rest over %.0fs: %d lease entries (%.2f per TTL); disk %d B before snapshot, %d B after, %d B at the end of the window\n",
-			a.WindowS, a.LeaseEntries, a.LeaseEntriesPerTTL, a.DiskBefore, a.DiskAfter, a.DiskAfterWindow)
+		fmt.Fprintf(w, "at rest over %.0fs: %d lease entries (%.2f per TTL); disk %d B before snapshot, %d B after, %d B at the end of the window, %d B after a second snapshot\n",
+			a.WindowS, a.LeaseEntries, a.LeaseEntriesPerTTL, a.DiskBefore, a.DiskAfter, a.DiskEnd, a.DiskAfterWindow)
 		f("device\tRSS MiB\tCPU %% of a core\t\n")
 		for _, u := range a.Devices {
 			f("%s\t%.1f\t%.2f\t\n", u.Name, u.RSSMiB, u.CPUPct)

@@ -1,0 +1,175 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton/signer"
+)
+
+// raftElection is the bound's allowance for one Raft election with the cluster's
+// raft settings (see clusterRaft).
+var raftElection = time.Second
+
+// firstCommitAfter waits until device obs has applied a commit at an epoch above
+// epoch signed by someone other than not, while a helper keeps one intent pending
+// through obs (retrying while there is no leader). It returns when that commit was
+// seen and who signed it.
+func firstCommitAfter(ctx context.Context, c *Cluster, obs int, epoch uint64, not string, start time.Time) (time.Duration, string, error) {
+	n := c.Nodes[obs]
+	sctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; sctx.Err() == nil; i++ {
+			actx, cancel := context.WithTimeout(sctx, 500*time.Millisecond)
+			_, err := c.Submit(actx, obs, fmt.Sprintf("fo%d-%d", runSeq.Add(1), i), []byte("x"), signer.WaitCommitted)
+			cancel()
+			if err == nil {
+				// Keep one intent pending, not a flood: wait for the head to move.
+				w := n.Log().Watch()
+				select {
+				case <-w:
+				case <-sctx.Done():
+				}
+			}
+		}
+	}()
+	defer func() { stop(); wg.Wait() }()
+	for {
+		w := n.Log().Watch()
+		v := n.Log().View()
+		if v.Head.Epoch > epoch && v.Head.Seq > 0 {
+			el := time.Since(start)
+			raw, err := n.Log().Commit(v.Head.Seq)
+			who := ""
+			if err == nil {
+				if cm, err := signer.Decode(raw); err == nil {
+					who = cm.Signer
+				}
+			}
+			if who != not {
+				return el, who, nil
+			}
+		}
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return 0, "", fmt.Errorf("no commit above epoch %d: %w", epoch, ctx.Err())
+		}
+	}
+}
+
+// crashRound kills the holder (arranged to be or not be the Raft leader) and times
+// its kill to the first commit by a new holder observed on a survivor, then restarts
+// the killed device and waits until it has caught up.
+func crashRound(ctx context.Context, c *Cluster, leader bool) (time.Duration, error) {
+	h, err := c.Arrange(ctx, leader)
+	if err != nil {
+		return 0, err
+	}
+	// Let the new tenure settle (its first renewal) so every round starts alike.
+	if err := waitCommitBy(ctx, c, h); err != nil {
+		return 0, err
+	}
+	obs := (h + 1) % 3
+	epoch := c.Nodes[h].Lease().Epoch()
+	id := c.Nodes[h].ID()
+	start := time.Now()
+	if err := c.Kill(h); err != nil {
+		return 0, fmt.Errorf("kill: %w", err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	el, _, err := firstCommitAfter(rctx, c, obs, epoch, id, start)
+	cancel()
+	if err != nil {
+		return 0, err
+	}
+	if err := c.Restart(ctx, h); err != nil {
+		return el, err
+	}
+	target := c.Nodes[obs].Log().View().AppliedIndex
+	if err := poll(ctx, func() bool { return c.Nodes[h].Log().View().AppliedIndex >= target }); err != nil {
+		return el, fmt.Errorf("restarted device catching up: %w", err)
+	}
+	return el, nil
+}
+
+// waitCommitBy makes sure device h holds and has signed under its current epoch.
+func waitCommitBy(ctx context.Context, c *Cluster, h int) error {
+	n := c.Nodes[h]
+	epoch := n.Lease().Epoch()
+	if n.Log().View().Head.Epoch >= epoch && epoch > 0 {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := c.Submit(wctx, h, fmt.Sprintf("settle%d", runSeq.Add(1)), []byte("x"), signer.WaitSigned)
+	return err
+}
+
+// gracefulRound releases the lease on the holder and times the release call to the
+// first commit at a higher epoch, observed on another device.
+func gracefulRound(ctx context.Context, c *Cluster) (time.Duration, error) {
+	h, err := c.WaitHolder(ctx, "")
+	if err != nil {
+		return 0, err
+	}
+	if err := waitCommitBy(ctx, c, h); err != nil {
+		return 0, err
+	}
+	obs := (h + 1) % 3
+	epoch := c.Nodes[h].Lease().Epoch()
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := c.Nodes[h].Release(rctx); err != nil {
+		return 0, fmt.Errorf("release: %w", err)
+	}
+	el, _, err := firstCommitAfter(rctx, c, obs, epoch, "", start)
+	return el, err
+}
+
+// runFailover runs o.Rounds crash rounds of each kind and o.Rounds graceful rounds.
+func runFailover(ctx context.Context, o Options, c *Cluster, r *Report) error {
+	fo := &FailoverResult{}
+	r.Failover = fo
+	ttl := o.TTL
+	bound := ttl + o.Tick + raftElection
+	fo.BoundMs = float64(bound) / 1e6
+	var crash, lead, grace []time.Duration
+	defer func() {
+		fo.Crash, fo.CrashLeader, fo.Graceful = Summarise(crash), Summarise(lead), Summarise(grace)
+		fo.CrashTTLx = ratio(fo.Crash.P50Ms, float64(ttl)/1e6)
+		fo.LeaderTTLx = ratio(fo.CrashLeader.P50Ms, float64(ttl)/1e6)
+		for _, d := range append(append([]time.Duration(nil), crash...), lead...) {
+			if d > bound {
+				fo.OverBound++
+			}
+		}
+	}()
+	for i := range o.Rounds {
+		for _, leader := range []bool{false, true} {
+			d, err := crashRound(ctx, c, leader)
+			if err != nil {
+				return fmt.Errorf("crash round %d (leader %v): %w", i, leader, err)
+			}
+			if leader {
+				lead = append(lead, d)
+			} else {
+				crash = append(crash, d)
+			}
+			o.progress("failover round %d, holder was leader %v: %v", i, leader, d.Round(time.Millisecond))
+		}
+		d, err := gracefulRound(ctx, c)
+		if err != nil {
+			return fmt.Errorf("graceful round %d: %w", i, err)
+		}
+		grace = append(grace, d)
+		o.progress("graceful round %d: %v", i, d.Round(100*time.Microsecond))
+	}
+	return nil
+}

@@ -1,0 +1,132 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// procUsage reads this process's RSS (bytes) and CPU time (user+system) from /proc.
+func procUsage() (rss int64, cpu time.Duration, err error) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			f := strings.Fields(v)
+			if len(f) >= 1 {
+				kb, _ := strconv.ParseInt(f[0], 10, 64)
+				rss = kb << 10
+			}
+		}
+	}
+	st, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return rss, 0, err
+	}
+	// Fields after the command (which may hold spaces) start after the last ')'.
+	s := string(st)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return rss, 0, errors.New("short /proc/self/stat")
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64) // utime, field 14
+	stt, _ := strconv.ParseInt(f[12], 10, 64)
+	const clkTck = 100 // USER_HZ on Linux
+	return rss, time.Duration(ut+stt) * time.Second / clkTck, nil
+}
+
+// snapshotAll takes a Raft snapshot on every live device (nothing new to snapshot
+// is not an error).
+func snapshotAll(c *Cluster) error {
+	for _, n := range c.Nodes {
+		if n == nil {
+			continue
+		}
+		if err := n.Log().Raft().Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+			return fmt.Errorf("snapshot: %w", err)
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) diskBytes() int64 {
+	var n int64
+	for _, d := range c.DataDirs() {
+		n += dirBytes(d)
+	}
+	return n
+}
+
+// runAtRest leaves the cluster idle for o.RestWindow after a snapshot and measures
+// the Raft entries written (all of them lease entries when idle), disk before and
+// after the snapshot and at the end, and the process's RSS and CPU.
+func runAtRest(ctx context.Context, o Options, c *Cluster, r *Report) error {
+	a := &AtRestResult{WindowS: o.RestWindow.Seconds()}
+	r.AtRest = a
+	if _, err := c.WaitHolder(ctx, ""); err != nil {
+		return err
+	}
+	a.DiskBefore = c.diskBytes()
+	if err := snapshotAll(c); err != nil {
+		return err
+	}
+	a.DiskAfter = c.diskBytes()
+	h, err := c.WaitHolder(ctx, "")
+	if err != nil {
+		return err
+	}
+	log := c.Nodes[h].Log()
+	idx0 := log.Raft().LastIndex()
+	hist0, _ := log.LeaseHistory()
+	rss0, cpu0, err := procUsage()
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(o.RestWindow):
+	}
+	el := time.Since(t0)
+	rss1, cpu1, err := procUsage()
+	if err != nil {
+		return err
+	}
+	if h2 := c.Holder(); h2 >= 0 {
+		log = c.Nodes[h2].Log()
+	}
+	a.LeaseEntries = int(log.Raft().LastIndex() - idx0)
+	a.LeaseEntriesPerTTL = ratio(float64(a.LeaseEntries), el.Seconds()/o.TTL.Seconds())
+	if hist1, err := log.LeaseHistory(); err == nil && len(hist0) > 0 {
+		last := hist0[len(hist0)-1].Index
+		kinds := map[string]int{}
+		for _, e := range hist1 {
+			if e.Index > last {
+				kinds[e.Event]++
+			}
+		}
+		a.Note = fmt.Sprintf("lease history over the window: %v; ", kinds)
+	}
+	a.DiskEnd = c.diskBytes()
+	if err := snapshotAll(c); err != nil {
+		return err
+	}
+	a.DiskAfterWindow = c.diskBytes()
+	a.Devices = []Usage{{
+		Name:   "all 3 devices (one process)",
+		RSSMiB: float64(max(rss0, rss1)) / (1 << 20),
+		CPUPct: ratio(float64(cpu1-cpu0)*100, float64(el)),
+	}}
+	a.Devices = append(a.Devices, Usage{Name: "per device (process / 3)", RSSMiB: a.Devices[0].RSSMiB / 3, CPUPct: a.Devices[0].CPUPct / 3})
+	a.Note += "RSS and CPU are the bench process's (three devices in one process, after the load and failover sections; the Go heap keeps what they grew), not per device"
+	return nil
+}
