@@ -100,6 +100,7 @@ type apiServer struct {
 	mu      sync.Mutex
 	servers []*http.Server
 	sock    string
+	tcp     string // the TCP listener's address, if any
 	wg      sync.WaitGroup
 }
 
@@ -120,6 +121,7 @@ func startAPI(n *Node) (*apiServer, error) {
 			a.close(nil)
 			return nil, fmt.Errorf("listen %s: %w", n.cfg.APIAddr, err)
 		}
+		a.tcp = ln.Addr().String()
 		a.serve(ln, true)
 	}
 	return a, nil

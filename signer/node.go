@@ -307,6 +307,12 @@ func (n *Node) Log() *intentlog.Log { return n.log }
 // Lease returns this device's lease handle.
 func (n *Node) Lease() *election.Lease { return n.lease }
 
+// APISocket returns the API's Unix socket path ("" when disabled).
+func (n *Node) APISocket() string { return n.api.sock }
+
+// APIAddr returns the API's TCP address (host:port, "" when not configured).
+func (n *Node) APIAddr() string { return n.api.tcp }
+
 // Handler returns the local API as an http.Handler (for embedding and tests). It
 // does not check a bearer token; the listeners Start opens do.
 func (n *Node) Handler() http.Handler { return n.api.mux }
