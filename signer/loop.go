@@ -325,6 +325,7 @@ func (l *Loop) Run(ctx context.Context) error {
 func (l *Loop) leaseLoop(ctx context.Context) {
 	wasHeld := false
 	for {
+		seen := l.cfg.Log.View().Lease // before the tick: a change during it is not lost
 		cctx, cancel := context.WithTimeout(ctx, l.cfg.CallTimeout)
 		held, err := l.cfg.Lease.RenewOrClaim(cctx)
 		cancel()
@@ -357,14 +358,38 @@ func (l *Loop) leaseLoop(ctx context.Context) {
 			wait = min(wait, w)
 		}
 		timer, disarm := l.arm(wait)
-		select {
-		case <-ctx.Done():
+		if !l.waitLease(ctx, timer, seen) {
 			disarm()
 			return
-		case <-timer:
-		case <-l.kickTk:
 		}
 		disarm()
+	}
+}
+
+// waitLease waits for the timer, a kick, or an applied change of the lease record
+// (a release, a transfer, a claim or renewal by another device): a standby must act
+// on a released lease at once, not at its next tick, so that a graceful handover
+// takes a few Raft round trips. It reports false when ctx is done.
+func (l *Loop) waitLease(ctx context.Context, timer <-chan struct{}, seen intentlog.Lease) bool {
+	watch := l.cfg.Log.Watch() // before reading: no change lost
+	for {
+		v := l.cfg.Log.View()
+		if v.Lease != seen {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-timer:
+			return true
+		case <-l.kickTk:
+			return true
+		case <-watch:
+			watch = l.cfg.Log.Watch()
+			if l.cfg.Log.View().AppliedIndex == v.AppliedIndex {
+				watch = nil // woke without a change (a closed log): wait for the timer
+			}
+		}
 	}
 }
 

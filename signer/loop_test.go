@@ -578,3 +578,43 @@ func TestLoopLeaseTickWakesAtPolicyDeadline(t *testing.T) {
 	next(h.loop.cfg.Tick / 4)
 	next(h.loop.cfg.Tick)
 }
+
+// A standby claims a released lease on the release's apply, not at its next tick:
+// the clock does not move, so only the lease-change wakeup can run its claim.
+func TestLoopStandbyClaimsReleasedLeaseAtOnce(t *testing.T) {
+	key := testKey(t, 0)
+	clock := election.NewManualClock(time.Unix(1_750_000_000, 0))
+	m := newMemLog(key.DID())
+	start := func(id string) (*election.Lease, context.CancelFunc, chan error) {
+		ls, err := election.New(m, id, clock, election.Options{TTL: 15 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := NewLoop(LoopConfig{Self: id, Key: key, Lease: ls, Log: m, Clock: clock, Logger: testLogger(t).With("dev", id)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- l.Run(ctx) }()
+		t.Cleanup(cancel)
+		waitFor(t, id+" first tick", func() bool { return l.Stats().Ticks >= 1 })
+		return ls, cancel, done
+	}
+	la, stopA, doneA := start("12D3KooWa")
+	waitFor(t, "a claims the vacant lease", func() bool { return la.Holds() })
+	lb, _, _ := start("12D3KooWb")
+	if lb.Holds() {
+		t.Fatal("b holds a live lease")
+	}
+	stopA() // graceful: a releases
+	if err := <-doneA; err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b claims the released lease without a tick", func() bool { return lb.Holds() })
+	m.submit(t, intents(0, 2)...)
+	waitFor(t, "b signs", func() bool { return m.View().Pending == 0 })
+	if v := m.View(); v.Lease.Holder != "12D3KooWb" || v.Head.Epoch != 2 {
+		t.Fatalf("lease %+v head epoch %d", v.Lease, v.Head.Epoch)
+	}
+}
