@@ -80,17 +80,23 @@ type Failover struct {
 	FirstAt   time.Time     `json:"first_at"`
 	Duration  time.Duration `json:"duration_ns"`
 	Source    string        `json:"source"` // "observed" or "commit_time"
+	// Fault and SinceFault are filled in by a drill: the fault that preceded the
+	// failover and the time from it to the new holder's first commit (the outage a
+	// client saw; Duration can be shorter when the old holder's last proposals were
+	// committed by the new Raft leader after the fault).
+	Fault      string        `json:"fault,omitempty"`
+	SinceFault time.Duration `json:"since_fault_ns,omitempty"`
 }
 
 // CheckResult is the checker's verdict.
 type CheckResult struct {
 	Findings  []Finding         `json:"findings"`
 	Failovers []Failover        `json:"failovers"`
-	Heads     map[string]uint64 `json:"heads"` // device -> head seq
-	Commits   int               `json:"commits"`  // commits in the longest chain
-	Intents   int               `json:"intents"`  // ops in the longest chain
-	Acked     int               `json:"acked"`    // acknowledged intents checked
-	Forks     int               `json:"forks"`    // fork + divergence findings
+	Heads     map[string]uint64 `json:"heads"`   // device -> head seq
+	Commits   int               `json:"commits"` // commits in the longest chain
+	Intents   int               `json:"intents"` // ops in the longest chain
+	Acked     int               `json:"acked"`   // acknowledged intents checked
+	Forks     int               `json:"forks"`   // fork + divergence findings
 	Lost      int               `json:"lost"`
 	Dupes     int               `json:"duplicates"`
 	Invalid   int               `json:"invalid"`

@@ -227,20 +227,30 @@ func (c *Cluster) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops every running device gracefully (releasing the lease), then the
-// recorder. Close removes a temp dir.
+// Stop stops every running device gracefully, the lease holder first (so that its
+// release reaches a quorum), each Stop bounded by 2×TTL (the last devices may have
+// no quorum left to release with), then the recorder. Close removes a temp dir.
 func (c *Cluster) Stop(ctx context.Context) error {
 	var errs []error
-	for _, d := range c.Devices() {
+	devs := c.Devices()
+	if h, _, ok := c.Holder(); ok {
+		devs = append([]*Device{h}, devs...)
+	}
+	for _, d := range devs {
 		d.gate.resume() // a paused device must be able to stop
 		d.Clock.Resume()
-		if n := d.Node(); n != nil {
-			if err := n.Stop(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("stop %s: %w", d.Name, err))
-			}
-			d.mu.Lock()
-			d.node = nil
-			d.mu.Unlock()
+		d.mu.Lock()
+		n := d.node
+		d.node = nil
+		d.mu.Unlock()
+		if n == nil {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, 2*c.cfg.TTL)
+		err := n.Stop(sctx)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("stop %s: %w", d.Name, err))
 		}
 	}
 	if c.stopRec != nil {

@@ -288,4 +288,3 @@ func (c *Cluster) Transfer(ctx context.Context, d, to *Device) error {
 	}
 	return nil
 }
-

@@ -41,7 +41,7 @@ code{background:#eee;padding:1px 4px;border-radius:3px}
 		}
 		var ds []string
 		for _, f := range r.Check.Failovers {
-			ds = append(ds, fmtDur(f.Duration))
+			ds = append(ds, failoverText(f))
 		}
 		fmt.Fprintf(&b, "<tr><td><a href=\"#%s\">%s</a></td><td><span class=\"verdict %s\">%s</span></td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d (%s)</td></tr>\n",
 			html.EscapeString(r.Scenario), html.EscapeString(r.Scenario), c, v, r.Counts.Commits, r.Counts.Intents, r.Counts.Acked,
@@ -90,9 +90,13 @@ func renderReport(b *strings.Builder, r *Report) {
 		b.WriteString("</table>\n")
 	}
 	if len(r.Check.Failovers) > 0 {
-		b.WriteString("<table><tr><th>failover</th><th>epochs</th><th>last seq (old)</th><th>first seq (new)</th><th>duration</th><th>timed by</th></tr>\n")
+		b.WriteString("<table><tr><th>failover</th><th>epochs</th><th>last seq (old)</th><th>first seq (new)</th><th>duration (last old commit &rarr; first new)</th><th>timed by</th><th>after fault</th></tr>\n")
 		for i, f := range r.Check.Failovers {
-			fmt.Fprintf(b, "<tr><td>%d</td><td>%d &rarr; %d</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td></tr>\n", i+1, f.FromEpoch, f.ToEpoch, f.LastSeq, f.FirstSeq, fmtDur(f.Duration), f.Source)
+			af := ""
+			if f.Fault != "" {
+				af = fmtDur(f.SinceFault) + " after " + f.Fault
+			}
+			fmt.Fprintf(b, "<tr><td>%d</td><td>%d &rarr; %d</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td></tr>\n", i+1, f.FromEpoch, f.ToEpoch, f.LastSeq, f.FirstSeq, fmtDur(f.Duration), f.Source, html.EscapeString(af))
 		}
 		b.WriteString("</table>\n")
 	}
@@ -145,7 +149,11 @@ func timelineSVG(r *Report) string {
 			x1 = x0 + 1
 		}
 		fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="#ffcdd2" opacity="0.6"/>`+"\n", x0, top-6, x1-x0, gTop+growthH-top+6)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" fill="#b71c1c" text-anchor="middle" font-weight="bold">%s</text>`+"\n", (x0+x1)/2, top-8, fmtDur(f.Duration))
+		label := fmtDur(f.Duration)
+		if f.Fault != "" {
+			label += " (" + fmtDur(f.SinceFault) + " after fault)"
+		}
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" fill="#b71c1c" text-anchor="middle" font-weight="bold">%s</text>`+"\n", (x0+x1)/2, top-8, html.EscapeString(label))
 	}
 	// Lanes.
 	for i, d := range r.Devices {
@@ -224,7 +232,9 @@ func timelineSVG(r *Report) string {
 	fmt.Fprintf(&b, `<text x="6" y="%d" fill="#222" font-weight="bold">chain seq</text><text x="6" y="%d" fill="#777">0 .. %d</text>`+"\n", gTop+20, gTop+34, maxSeq)
 	if len(r.Growth) > 0 {
 		pts := make([]string, 0, len(r.Growth)+1)
-		gy := func(seq uint64) float64 { return float64(gTop+growthH-4) - float64(growthH-8)*float64(seq)/float64(maxSeq) }
+		gy := func(seq uint64) float64 {
+			return float64(gTop+growthH-4) - float64(growthH-8)*float64(seq)/float64(maxSeq)
+		}
 		sorted := append([]Point(nil), r.Growth...)
 		sort.Slice(sorted, func(i, j int) bool { return sorted[i].At.Before(sorted[j].At) })
 		var last uint64

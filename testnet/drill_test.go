@@ -1,0 +1,144 @@
+package testnet
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuf is a goroutine-safe progress sink.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func runDrillTest(t *testing.T, name string) Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var progress syncBuf
+	rep, err := RunScenario(ctx, DrillConfig{Scenario: name, Nodes: 3, TTL: time.Second, Tick: 100 * time.Millisecond,
+		Rounds: 1, Seed: 1, Dir: t.TempDir(), Progress: &progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if testing.Verbose() || !rep.OK {
+		t.Logf("progress:\n%s", progress.String())
+	}
+	if rep.Error != "" {
+		t.Fatalf("drill error: %s", rep.Error)
+	}
+	c := rep.Check
+	if c.Forks != 0 || c.Lost != 0 || c.Dupes != 0 || c.Invalid != 0 || !rep.OK {
+		t.Fatalf("checker: forks %d lost %d dupes %d invalid %d: %v", c.Forks, c.Lost, c.Dupes, c.Invalid, c.Findings)
+	}
+	if c.Acked == 0 || rep.Counts.Acked != c.Acked || c.Commits == 0 {
+		t.Fatalf("no load checked: counts %+v, acked %d, commits %d", rep.Counts, c.Acked, c.Commits)
+	}
+	if len(rep.Holds) == 0 || len(rep.Growth) == 0 || len(rep.Devices) < 3 {
+		t.Fatalf("timeline empty: holds %d growth %d devices %d", len(rep.Holds), len(rep.Growth), len(rep.Devices))
+	}
+	return rep
+}
+
+func failoverTo(t *testing.T, rep Report, max time.Duration) {
+	t.Helper()
+	if len(rep.Check.Failovers) == 0 {
+		t.Fatal("no failover in the chain")
+	}
+	for _, f := range rep.Check.Failovers {
+		if f.ToEpoch <= f.FromEpoch {
+			t.Errorf("failover epochs %d -> %d", f.FromEpoch, f.ToEpoch)
+		}
+		if f.Duration > max || f.SinceFault > max {
+			t.Errorf("failover %d->%d took %s, %s after %q (bound %s)", f.FromEpoch, f.ToEpoch, f.Duration, f.SinceFault, f.Fault, max)
+		}
+	}
+}
+
+func hasEvent(t *testing.T, rep Report, kind string) {
+	t.Helper()
+	for _, e := range rep.Events {
+		if e.Kind == kind {
+			return
+		}
+	}
+	t.Errorf("no %s event on the timeline", kind)
+}
+
+// Bounds below are the DESIGN promises (TTL + tick + a Raft election; 2×TTL with
+// skew) plus slack for a shared 2-core machine under -race.
+
+func TestDrillKillHolder(t *testing.T) {
+	rep := runDrillTest(t, "kill-holder")
+	failoverTo(t, rep, 5*time.Second)
+	hasEvent(t, rep, EventKill)
+	hasEvent(t, rep, EventRestart)
+}
+
+func TestDrillPauseHolder(t *testing.T) {
+	rep := runDrillTest(t, "pause-holder")
+	failoverTo(t, rep, 5*time.Second)
+	hasEvent(t, rep, EventPause)
+	hasEvent(t, rep, EventResume)
+}
+
+func TestDrillPartitionHolder(t *testing.T) {
+	rep := runDrillTest(t, "partition-holder")
+	failoverTo(t, rep, 5*time.Second)
+	hasEvent(t, rep, EventPartition)
+	hasEvent(t, rep, EventHeal)
+}
+
+func TestDrillSkew(t *testing.T) {
+	rep := runDrillTest(t, "skew")
+	failoverTo(t, rep, 6*time.Second)
+	hasEvent(t, rep, EventSkew)
+}
+
+func TestDrillRollingRestart(t *testing.T) {
+	rep := runDrillTest(t, "rolling-restart")
+	failoverTo(t, rep, 5*time.Second)
+	hasEvent(t, rep, EventStop)
+}
+
+func TestDrillReleaseHandover(t *testing.T) {
+	rep := runDrillTest(t, "release-handover")
+	// A release or transfer hands over within a few Raft round trips.
+	failoverTo(t, rep, 2*time.Second)
+	hasEvent(t, rep, EventRelease)
+}
+
+func TestDrillChurn(t *testing.T) {
+	rep := runDrillTest(t, "churn")
+	hasEvent(t, rep, EventJoin)
+	hasEvent(t, rep, EventLeave)
+	if len(rep.Devices) != 4 {
+		t.Fatalf("devices %d, want 4 (one joined)", len(rep.Devices))
+	}
+}
+
+func TestLookupScenario(t *testing.T) {
+	if _, err := LookupScenario("nope"); err == nil {
+		t.Fatal("unknown scenario accepted")
+	}
+	for _, n := range ScenarioNames() {
+		if _, err := LookupScenario(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
