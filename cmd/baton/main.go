@@ -1,13 +1,41 @@
-// Command baton runs a baton device. The subcommands arrive with the node; until then it
-// says so.
+// Command baton runs a baton device: one binary with subcommands to create a device's
+// keys (init), add devices (invite, join), run the node (run), operate it over its local
+// API (status, submit, tail, export, lease, leave), check an exported chain (verify), and
+// watch a three-device cluster fail over on one machine (demo). Run `baton help`.
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
 func main() {
-	fmt.Fprintln(os.Stderr, "baton: the command line is not built yet; see README.md for what works today")
-	os.Exit(2)
+	ctx, stop := signalContext()
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// signalContext returns a context cancelled by the first SIGINT or SIGTERM (graceful
+// stop: a running node releases its lease and closes in order). A second signal aborts
+// the process at once, for when the graceful path hangs (no quorum to write a release).
+func signalContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+		fmt.Fprintln(os.Stderr, "baton: stopping (signal again to abort)")
+		cancel()
+		<-ch
+		fmt.Fprintln(os.Stderr, "baton: aborted")
+		os.Exit(130)
+	}()
+	return ctx, func() { signal.Stop(ch); cancel() }
 }
