@@ -455,7 +455,8 @@ func TestLoopWithElectionLease(t *testing.T) {
 	if err := <-doneA; err != nil {
 		t.Fatal(err)
 	}
-	if v := m.View(); v.Lease.Holder != "" {
+	// b may have claimed the released lease already (it wakes on the release).
+	if v := m.View(); v.Lease.Holder == "12D3KooWa" {
 		t.Fatalf("a did not release: %+v", v.Lease)
 	}
 	m.submit(t, intents(4, 3)...)
