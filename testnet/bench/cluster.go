@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -23,6 +24,7 @@ import (
 type Cluster struct {
 	Nodes []*signer.Node
 	cfgs  []signer.Config
+	ttl   time.Duration
 }
 
 // ClusterConfig configures StartCluster.
@@ -48,7 +50,7 @@ func StartCluster(ctx context.Context, cc ClusterConfig) (*Cluster, error) {
 	if cc.Logger == nil {
 		cc.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	c := &Cluster{}
+	c := &Cluster{ttl: cmp.Or(cc.TTL, signer.DefaultNodeTTL)}
 	token := make([]byte, 16)
 	_, _ = rand.Read(token)
 	for i := range 3 {

@@ -2,12 +2,28 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/batonhq/baton/signer"
 )
+
+// rng picks kill times; seeded so that runs are comparable.
+var rng = rand.New(rand.NewPCG(7, 7))
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
 
 // raftElection is the bound's allowance for one Raft election with the cluster's
 // raft settings (see clusterRaft).
@@ -74,6 +90,14 @@ func crashRound(ctx context.Context, c *Cluster, leader bool) (time.Duration, er
 	// Let the new tenure settle (its first renewal) so every round starts alike.
 	if err := waitCommitBy(ctx, c, h); err != nil {
 		return 0, err
+	}
+	// Die at a uniformly random point of the renewal cycle (renewals come every
+	// half TTL or so), not right after the tenure began.
+	if err := sleepCtx(ctx, time.Duration(rng.Int64N(int64(c.ttl)))); err != nil {
+		return 0, err
+	}
+	if !c.Nodes[h].Holds() {
+		return 0, errors.New("holder lost the lease while idle")
 	}
 	obs := (h + 1) % 3
 	epoch := c.Nodes[h].Lease().Epoch()
