@@ -74,6 +74,21 @@ type Device struct {
 	port int
 	gate *gate
 	left bool // left the cluster for good
+	// stopFollow ends the recorder's commit follower of the current node.
+	stopFollow context.CancelFunc
+}
+
+// detach marks d down and returns its node (nil if it was down).
+func (d *Device) detach() *signer.Node {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := d.node
+	d.node = nil
+	if d.stopFollow != nil {
+		d.stopFollow()
+		d.stopFollow = nil
+	}
+	return n
 }
 
 // Node returns the running node, or nil while the device is down.
@@ -239,10 +254,7 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	for _, d := range devs {
 		d.gate.resume() // a paused device must be able to stop
 		d.Clock.Resume()
-		d.mu.Lock()
-		n := d.node
-		d.node = nil
-		d.mu.Unlock()
+		n := d.detach()
 		if n == nil {
 			continue
 		}
@@ -318,12 +330,14 @@ func (c *Cluster) startDevice(ctx context.Context, d *Device, bootstrap bool) er
 	if err != nil {
 		return fmt.Errorf("start %s: %w", d.Name, err)
 	}
+	fctx, stopFollow := context.WithCancel(context.Background())
 	d.mu.Lock()
-	d.node, d.id = n, n.ID()
+	d.node, d.id, d.stopFollow = n, n.ID(), stopFollow
 	if d.port == 0 {
 		d.port = portOf(n.Host().AddrInfo())
 	}
 	d.mu.Unlock()
+	go c.rec.follow(fctx, n)
 	c.applyBlocks()
 	return nil
 }

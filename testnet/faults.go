@@ -57,10 +57,7 @@ func (g *gate) wait(ctx context.Context) {
 
 // Kill stops device d hard: no release, no goodbye (a crash). Its data dir stays.
 func (c *Cluster) Kill(d *Device) error {
-	d.mu.Lock()
-	n := d.node
-	d.node = nil
-	d.mu.Unlock()
+	n := d.detach()
 	if n == nil {
 		return fmt.Errorf("kill %s: %w", d.Name, ErrNoDevice)
 	}
@@ -74,10 +71,7 @@ func (c *Cluster) Kill(d *Device) error {
 
 // Stop stops device d gracefully (releasing the lease if it holds it).
 func (c *Cluster) StopDevice(ctx context.Context, d *Device) error {
-	d.mu.Lock()
-	n := d.node
-	d.node = nil
-	d.mu.Unlock()
+	n := d.detach()
 	if n == nil {
 		return fmt.Errorf("stop %s: %w", d.Name, ErrNoDevice)
 	}
@@ -167,6 +161,12 @@ func (c *Cluster) Heal() {
 	c.applyBlocks()
 }
 
+func (c *Cluster) partitioned() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.blocks) > 0
+}
+
 func pairOf(a, b int) [2]int {
 	if a > b {
 		a, b = b, a
@@ -254,8 +254,9 @@ func (c *Cluster) RemoveDevice(ctx context.Context, d *Device) error {
 	if err := n.Leave(ctx); err != nil {
 		return fmt.Errorf("leave %s: %w", d.Name, err)
 	}
+	d.detach()
 	d.mu.Lock()
-	d.node, d.left = nil, true
+	d.left = true
 	d.mu.Unlock()
 	if err := n.Stop(ctx); err != nil {
 		return fmt.Errorf("stop %s after leave: %w", d.Name, err)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/batonhq/baton/signer"
 )
 
 // recorder samples every running, unpaused device and builds the timeline: lease
@@ -83,11 +85,29 @@ func (r *recorder) sample() {
 		r.leader[o.name] = o.leader
 		if o.seq > r.maxSeq {
 			for s := r.maxSeq + 1; s <= o.seq; s++ {
-				r.seen[s] = now
+				if _, ok := r.seen[s]; !ok {
+					r.seen[s] = now // a follower normally got there first
+				}
 			}
 			r.maxSeq = o.seq
 			r.growth = append(r.growth, Point{At: now, Seq: o.seq})
 		}
+	}
+}
+
+// follow records when each commit is applied on n (more precise than sampling);
+// it returns when ctx is done or the node's log closes.
+func (r *recorder) follow(ctx context.Context, n *signer.Node) {
+	for ac := range n.Commits(ctx, 1, true) {
+		if ac.Err != nil {
+			return
+		}
+		now := time.Now()
+		r.mu.Lock()
+		if t, ok := r.seen[ac.Seq]; !ok || now.Before(t) {
+			r.seen[ac.Seq] = now
+		}
+		r.mu.Unlock()
 	}
 }
 

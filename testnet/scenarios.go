@@ -469,7 +469,9 @@ func RunScenario(ctx context.Context, cfg DrillConfig) (Report, error) {
 			fail(c.Restart(ctx, x))
 		}
 	}
-	c.Heal()
+	if c.partitioned() {
+		c.Heal()
+	}
 	cctx, cancel := context.WithTimeout(ctx, d.takeoverTimeout()+10*time.Second)
 	if err := c.WaitConverged(cctx, 1); err != nil {
 		fail(err)
