@@ -491,3 +491,55 @@ func TestOpenRefusesStateWithoutRaftStore(t *testing.T) {
 		t.Fatalf("open with state.db but no raft.db: %v", err)
 	}
 }
+
+// Followers apply a claim and a commit at once, not after CommitTimeout: the leader
+// nudges them with a barrier (heartbeats do not carry the commit index). Renewals
+// and intents are not nudged.
+func TestFollowersLearnLeaseAndCommitEntriesAtOnce(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) {
+		cfg.Raft = func(rc *raft.Config) {
+			fastRaft(rc)
+			rc.CommitTimeout = 10 * time.Second // without the nudge followers would wait this long
+		}
+	})
+	ld := c.leader()
+	applied := func(index uint64) bool {
+		for _, nd := range c.nodes {
+			if nd.log.View().AppliedIndex < index {
+				return false
+			}
+		}
+		return true
+	}
+	within := func(what string, index uint64) {
+		t.Helper()
+		deadline := time.Now().Add(3 * time.Second)
+		for !applied(index) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s at index %d not applied on every follower within 3s", what, index)
+			}
+			time.Sleep(2 * time.Millisecond) // polling with a deadline
+		}
+	}
+	res := c.propose(ClaimEntry{Holder: "n0", Epoch: 1, PrevEpoch: 0, TS: 1000, TTL: 15000})
+	if !res.Accepted {
+		t.Fatalf("claim: %+v", res)
+	}
+	within("claim", res.Index)
+	before := ld.log.nudgeCount()
+	res = c.propose(RenewEntry{Holder: "n0", Epoch: 1, TS: 2000})
+	if !res.Accepted {
+		t.Fatalf("renew: %+v", res)
+	}
+	if got := ld.log.nudgeCount(); got != before {
+		t.Fatalf("a renewal was nudged (%d barriers, want %d)", got, before)
+	}
+	res = c.propose(ReleaseEntry{Holder: "n0", Epoch: 1})
+	if !res.Accepted {
+		t.Fatalf("release: %+v", res)
+	}
+	within("release", res.Index)
+	if ld.log.nudgeCount() <= before {
+		t.Fatal("no nudge after the release")
+	}
+}

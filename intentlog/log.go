@@ -97,6 +97,7 @@ type Log struct {
 	snaps  raft.SnapshotStore
 	log    *slog.Logger
 	closed atomic.Bool
+	nudger nudger
 	once   sync.Once
 	cerr   error
 }
@@ -282,6 +283,7 @@ func (l *Log) apply(ctx context.Context, data []byte) (Result, error) {
 	if !ok {
 		return Result{}, fmt.Errorf("intentlog: unexpected apply response %T", fut.Response())
 	}
+	l.nudge(data, fut.Index())
 	return res, nil
 }
 

@@ -1,0 +1,78 @@
+package intentlog
+
+import (
+	"sync"
+	"time"
+)
+
+// nudgeTimeout bounds one nudge's barrier.
+const nudgeTimeout = 5 * time.Second
+
+// nudger makes followers learn the leader's commit index at once after an entry that
+// other devices wait for (a claim, release or transfer, a signed commit).
+//
+// A follower applies an entry only when an AppendEntries tells it the entry is
+// committed. hashicorp/raft's heartbeats do not carry the commit index; without a
+// later entry the leader sends it only after CommitTimeout (50 to 100 ms with
+// raft's default), and that delay lands on every handover (the standby learns of a
+// release late, the new holder waits to apply its own claim before signing) and on
+// every WaitSigned on a follower. Appending a barrier carries the commit index in its
+// AppendEntries. It is skipped when a later entry is already in the log (that entry
+// carries it) and coalesced while one is in flight; renewals and intents are not
+// nudged (nobody waits on a follower for them), so an idle cluster writes no more
+// entries than its renewals.
+type nudger struct {
+	mu      sync.Mutex
+	running bool
+	want    uint64 // highest index asked for while running
+	nudges  uint64 // barriers appended (tests)
+}
+
+// wantsNudge reports whether an applied entry of kind k is one followers wait for.
+func wantsNudge(data []byte) bool {
+	if len(data) < 2 {
+		return false
+	}
+	switch data[1] {
+	case kindClaim, kindRelease, kindTransfer, kindCommit:
+		return true
+	}
+	return false
+}
+
+// nudge is called on the leader after the entry at index (encoded as data) applied.
+func (l *Log) nudge(data []byte, index uint64) {
+	if !wantsNudge(data) || l.raft.LastIndex() > index {
+		return
+	}
+	n := &l.nudger
+	n.mu.Lock()
+	n.want = max(n.want, index)
+	if n.running {
+		n.mu.Unlock()
+		return
+	}
+	n.running = true
+	n.mu.Unlock()
+	go func() {
+		for {
+			n.mu.Lock()
+			want := n.want
+			if l.closed.Load() || l.raft.LastIndex() > want {
+				n.running = false
+				n.mu.Unlock()
+				return
+			}
+			n.nudges++
+			n.mu.Unlock()
+			// A barrier is a log entry: its AppendEntries carries the commit index.
+			_ = l.raft.Barrier(nudgeTimeout).Error()
+		}
+	}()
+}
+
+func (l *Log) nudgeCount() uint64 {
+	l.nudger.mu.Lock()
+	defer l.nudger.mu.Unlock()
+	return l.nudger.nudges
+}
