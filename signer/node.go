@@ -395,7 +395,7 @@ func (n *Node) Transfer(ctx context.Context, to string) error {
 	if _, err := peer.Decode(to); err != nil {
 		return fmt.Errorf("%w: transfer target %q: %w", ErrBadRequest, to, err)
 	}
-	if !n.isMember(to) {
+	if !n.isMember(ctx, to) {
 		return fmt.Errorf("%w: transfer target %s is not a member", ErrConflict, to)
 	}
 	if err := n.lease.Transfer(ctx, to); err != nil {
@@ -429,7 +429,20 @@ func (n *Node) LeaseHistory() ([]intentlog.LeaseEvent, error) { return n.log.Lea
 // Members returns the Raft configuration as this device sees it.
 func (n *Node) Members() ([]transport.Member, error) { return n.cluster.Members() }
 
-func (n *Node) isMember(id string) bool {
+// isMember reports whether id is in the Raft configuration. A device that lags may
+// not have applied a recent change yet: when id is not a member locally, it catches
+// up with the leader (a read barrier, bounded by ctx) and looks again.
+func (n *Node) isMember(ctx context.Context, id string) bool {
+	if n.isLocalMember(id) {
+		return true
+	}
+	if err := n.prop.Sync(ctx); err != nil {
+		return false
+	}
+	return n.isLocalMember(id)
+}
+
+func (n *Node) isLocalMember(id string) bool {
 	ms, err := n.log.Members()
 	if err != nil {
 		return false
@@ -461,7 +474,7 @@ func (n *Node) RemoveMember(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("%w: member id %q: %w", ErrBadRequest, id, err)
 	}
-	if !n.isMember(id) {
+	if !n.isMember(ctx, id) {
 		return fmt.Errorf("%w: %s is not a member", ErrNotFound, id)
 	}
 	if err := n.cluster.Remove(ctx, p); err != nil {
@@ -506,7 +519,8 @@ func (n *Node) Stop(ctx context.Context) error {
 		if n.lease.Holds() { // no loop (or it gave up): release here
 			_ = n.lease.Release(ctx)
 		}
-		n.stopErr = n.shutdown()
+		n.handOffLeadership(ctx)
+		n.stopErr = n.shutdown(ctx)
 		n.logger.Info("node stopped")
 	})
 	return n.stopErr
@@ -521,16 +535,60 @@ func (n *Node) Kill() error {
 		n.batch.close()
 		_ = n.host.Close() // the network goes first, like a pulled cable
 		n.loopStop()
-		n.stopErr = n.shutdown()
+		ctx, cancel := context.WithTimeout(context.Background(), killWait)
+		defer cancel()
+		n.stopErr = n.shutdown(ctx)
 		n.logger.Info("node killed")
 	})
 	return n.stopErr
 }
 
-func (n *Node) shutdown() error {
+// killWait bounds how long Kill waits for the signer loop to notice (a loop blocked
+// in a BeforePropose knob that ignores its context is left behind, not waited for).
+const killWait = 2 * time.Second
+
+// handOffLeadership moves Raft leadership to another voter before a graceful stop,
+// so the cluster does not wait an election timeout to notice the leader is gone.
+func (n *Node) handOffLeadership(ctx context.Context) {
+	r := n.log.Raft()
+	if r.State() != raft.Leader {
+		return
+	}
+	ms, err := n.log.Members()
+	if err != nil {
+		return
+	}
+	voters := 0
+	for _, m := range ms {
+		if m.Suffrage == raft.Voter {
+			voters++
+		}
+	}
+	if voters < 2 {
+		return
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.LeadershipTransfer().Error() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			n.logger.Info("leadership transfer before stop failed", "err", err)
+		}
+	case <-ctx.Done():
+	}
+}
+
+// shutdown closes everything in order: the node's context (followers, batcher),
+// the cluster, Raft and bbolt (the intent log), then the host. ctx bounds the wait
+// for the signer loop.
+func (n *Node) shutdown(ctx context.Context) error {
 	n.cancel()
 	var errs []error
-	<-n.loopDone
+	select {
+	case <-n.loopDone:
+	case <-ctx.Done():
+		n.logger.Warn("signer loop did not stop in time; closing under it")
+	}
 	if err := n.cluster.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("cluster: %w", err))
 	}

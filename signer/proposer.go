@@ -56,11 +56,14 @@ func (p *proposer) WaitApplied(ctx context.Context, index uint64) error {
 // Propose encodes e and runs it through the leader. An error means the outcome is
 // unknown.
 func (p *proposer) Propose(ctx context.Context, e intentlog.Entry) (intentlog.Result, error) {
-	if p.before != nil {
-		p.before(ctx, e)
-	}
 	if p.killed.Load() {
 		return intentlog.Result{}, ErrStopped
+	}
+	if p.before != nil {
+		p.before(ctx, e)
+		if p.killed.Load() { // killed while the knob held the proposal
+			return intentlog.Result{}, ErrStopped
+		}
 	}
 	b, err := intentlog.Encode(e)
 	if err != nil {
