@@ -116,4 +116,6 @@ func putIntent(id string) intentlog.Intent {
 	return intentlog.Intent{ID: id, Op: intentlog.OpPut, Path: "app.test/" + id, Value: []byte("v-" + id)}
 }
 
-func fmtDur(d time.Duration) string { return fmt.Sprintf("%.0fms", float64(d)/float64(time.Millisecond)) }
+func fmtDur(d time.Duration) string {
+	return fmt.Sprintf("%.0fms", float64(d)/float64(time.Millisecond))
+}
