@@ -162,6 +162,28 @@ func TestAPI(t *testing.T) {
 		}
 	})
 
+	t.Run("latency_histogram", func(t *testing.T) {
+		// a-1..a-4 were submitted here and are signed (a-3, a-4 waited for it).
+		waitUntil(t, 5*time.Second, "latency samples", func() bool {
+			m, err := c.Metrics(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, line := range strings.Split(m, "\n") {
+				if v, ok := strings.CutPrefix(line, "baton_intent_signed_seconds_count "); ok {
+					return v == "4"
+				}
+			}
+			return false
+		})
+		n.metrics.mu.Lock()
+		left := len(n.metrics.tracked)
+		n.metrics.mu.Unlock()
+		if left != 0 {
+			t.Fatalf("%d submissions still timed after all were signed", left)
+		}
+	})
+
 	t.Run("duplicate_returns_original", func(t *testing.T) {
 		again, err := c.Submit(ctx, intentlog.Intent{ID: "a-3", Op: intentlog.OpPut, Path: "app.test/other", Value: []byte("x")}, WaitCommitted)
 		if err != nil || !again.Duplicate || again.Index != first.Index || again.Seq != first.Seq || again.Hash != first.Hash {

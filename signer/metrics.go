@@ -117,13 +117,38 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 // Registry returns the node's Prometheus registry (what GET /metrics serves).
 func (n *Node) Registry() *prometheus.Registry { return n.metrics.reg }
 
-// track starts timing id's intent-to-signed latency.
-func (m *metrics) track(id string, start time.Time) {
+// trackedMaxAge: a timed submission not signed within this long is dropped when the
+// table is full (its intent was lost to a failure, or signed while untracked).
+const trackedMaxAge = 10 * time.Minute
+
+// track starts timing id's intent-to-signed latency; it reports whether it did (not
+// when id is timed already or the table is full).
+func (m *metrics) track(id string, start time.Time) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.tracked[id]; !ok && len(m.tracked) < maxTracked {
-		m.tracked[id] = start
+	if _, ok := m.tracked[id]; ok {
+		return false
 	}
+	if len(m.tracked) >= maxTracked {
+		for k, t0 := range m.tracked {
+			if start.Sub(t0) > trackedMaxAge {
+				delete(m.tracked, k)
+			}
+		}
+	}
+	if len(m.tracked) < maxTracked {
+		m.tracked[id] = start
+		return true
+	}
+	return false
+}
+
+// untrack stops timing id (a submission that failed, was refused, was a duplicate
+// or was already signed).
+func (m *metrics) untrack(id string) {
+	m.mu.Lock()
+	delete(m.tracked, id)
+	m.mu.Unlock()
 }
 
 // follow feeds the latency histogram from applied commits until the node stops.

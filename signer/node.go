@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonhq/baton/election"
@@ -109,6 +110,8 @@ type Node struct {
 	wg       sync.WaitGroup // background goroutines (loop, follow)
 	loopDone chan struct{}
 
+	killed atomic.Bool // Kill: nothing more leaves this node
+
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -174,7 +177,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, fmt.Errorf("start: join: %w", err)
 		}
 	}
-	n.prop = &proposer{log: n.log, cluster: n.cluster, before: cfg.Knobs.BeforePropose}
+	n.prop = &proposer{log: n.log, cluster: n.cluster, before: cfg.Knobs.BeforePropose, killed: &n.killed}
 	n.lease, err = election.New(n.prop, n.host.ID().String(), cfg.Clock, election.Options{TTL: cfg.TTL})
 	if err != nil {
 		return nil, fmt.Errorf("start: lease: %w", err)
@@ -530,7 +533,7 @@ func (n *Node) Stop(ctx context.Context) error {
 // directory stays reusable by a later Start. Idempotent (with Stop too).
 func (n *Node) Kill() error {
 	n.stopOnce.Do(func() {
-		n.prop.kill() // nothing more leaves this node, not even the loop's release
+		n.killed.Store(true) // nothing more leaves this node, not even the loop's release
 		n.api.close(nil)
 		n.batch.close()
 		_ = n.host.Close() // the network goes first, like a pulled cable

@@ -93,7 +93,8 @@ func (n *Node) State() State {
 	if l.Holder != "" {
 		st.Lease.ExpiresInMs = l.TS + l.TTL - now.UnixMilli()
 	}
-	st.Lease.Free = l.Holder == "" || n.lease.Decide().Action == election.Claim
+	d := n.lease.Decide()
+	st.Lease.Free = l.Holder == "" || d.Action == election.Claim
 	st.Head = HeadState{Seq: v.Head.Seq, Epoch: v.Head.Epoch, Signer: v.Head.Signer}
 	if v.Head.Seq > 0 {
 		st.Head.Hash = hex.EncodeToString(v.Head.Hash[:])
@@ -104,9 +105,7 @@ func (n *Node) State() State {
 	es := n.lease.Stats()
 	st.Loop.LeaseClaims, st.Loop.LeaseRenews, st.Loop.LeaseLostRaces = es.Claims, es.Renews, es.LostRaces
 	st.SkewReports = es.SkewSuspicions
-	if n.lease.Decide().SuspectedSkew {
-		st.SuspectedSkew = true
-	}
+	st.SuspectedSkew = d.SuspectedSkew
 	if n.loop != nil {
 		ls := n.loop.Stats()
 		st.Loop.CommitsAccepted, st.Loop.CommitsRejected = ls.CommitsAccepted, ls.CommitsRejected

@@ -88,10 +88,16 @@ func (n *Node) Submit(ctx context.Context, in intentlog.Intent, wait Wait) (Subm
 		defer cancel()
 	}
 	start := time.Now()
-	n.metrics.track(in.ID, start)
+	timed := n.metrics.track(in.ID, start)
+	untrack := func() {
+		if timed {
+			n.metrics.untrack(in.ID)
+		}
+	}
 	s := &submission{in: intentlog.Intent{ID: in.ID, Op: in.Op, Path: in.Path, Value: in.Value}, done: make(chan struct{})}
 	s.deadline, _ = ctx.Deadline()
 	if err := n.batch.submit(s); err != nil {
+		untrack()
 		return SubmitResult{}, err
 	}
 	select {
@@ -102,9 +108,13 @@ func (n *Node) Submit(ctx context.Context, in intentlog.Intent, wait Wait) (Subm
 		return SubmitResult{}, ErrStopped
 	}
 	if s.err != nil {
+		untrack()
 		return SubmitResult{}, fmt.Errorf("submit %q: %w", in.ID, s.err)
 	}
 	r := s.res
+	if !r.Accepted || r.Seq > 0 {
+		untrack()
+	}
 	if !r.Accepted {
 		return SubmitResult{}, rejection(r)
 	}

@@ -21,7 +21,7 @@ type proposer struct {
 	log     *intentlog.Log
 	cluster *transport.Cluster
 	before  func(context.Context, intentlog.Entry)
-	killed  atomic.Bool
+	killed  *atomic.Bool // the node's: set by Kill, read by every proposal
 }
 
 var (
@@ -36,8 +36,6 @@ var (
 // Raft barrier index. Encoded entries start with intentlog.CodecVersion, so the two
 // never collide.
 const barrierTag byte = 0xBA
-
-func (p *proposer) kill() { p.killed.Store(true) }
 
 func (p *proposer) View() intentlog.View { return p.log.View() }
 
@@ -100,7 +98,7 @@ func (p *proposer) Sync(ctx context.Context) error {
 // otherwise the encoded entry through the local log. Not-leader errors are mapped to
 // the ones the Cluster retries at the new leader.
 func (n *Node) applyOnLeader(ctx context.Context, b []byte) ([]byte, error) {
-	if n.prop != nil && n.prop.killed.Load() {
+	if n.killed.Load() {
 		return nil, fmt.Errorf("%w: %w", transport.ErrNotLeader, ErrStopped)
 	}
 	var out []byte
