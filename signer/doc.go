@@ -55,6 +55,30 @@
 //	// Publish only applied commits:
 //	err = signer.FollowCommits(ctx, log, fromSeq, func(c signer.AppliedCommit) error { ... })
 //
+// # The node and its local API
+//
+// Node wires one device together: the libp2p host (transport), the Raft intent log
+// (intentlog), the lease (election) and the signer loop, plus the local HTTP API on
+// <data>/baton.sock (mode 0600; optional TCP, loopback unless a bearer token is set).
+// Embedders use the Node directly; other processes use Client over the socket.
+//
+//	n, err := signer.Start(ctx, signer.Config{DataDir: dir, PSK: psk, ChainKey: key,
+//		Bootstrap: true})                       // or Join: &signer.JoinConfig{Seeds, Token}
+//	res, err := n.Submit(ctx, intentlog.Intent{ID: "req-1", Op: intentlog.OpPut,
+//		Path: "app.post/3k", Value: v}, signer.WaitSigned)
+//	<-n.Lost()                                 // this device stopped holding the lease
+//	err = n.Stop(ctx)                          // graceful: releases the lease first
+//
+//	c, err := signer.NewClient(dir+"/baton.sock", "") // or "http://127.0.0.1:7421", token
+//	st, err := c.State(ctx)                    // answers in ms, even without quorum
+//
+// Concurrent Submit calls share Raft entries (group commit); the same intent ID again
+// returns the original result. State never waits on Raft. Before claiming a lapsed
+// lease, a device catches up with the leader (a read barrier forwarded to it), so a
+// lagging replica does not take a lease its holder just renewed. API errors are
+// {"error": CODE, "message": text}; the client returns *APIError, which unwraps to
+// this package's sentinels (ErrNotHolder, ErrNoQuorum, ...).
+//
 // Safety against liveness: the loop only keeps devices that may not sign from trying.
 // The fork-freedom of the chain rests on the apply's fencing (epoch, holder, prev,
 // seq, oldest pending ops, signature), never on the loop's timing.
