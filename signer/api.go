@@ -102,10 +102,15 @@ type apiServer struct {
 	sock    string
 	tcp     string // the TCP listener's address, if any
 	wg      sync.WaitGroup
+	// streams is cancelled when the API closes: open /v1/commits followers end at
+	// once instead of holding a graceful shutdown up.
+	streams   context.Context
+	endStream context.CancelFunc
 }
 
 func startAPI(n *Node) (*apiServer, error) {
 	a := &apiServer{n: n, mux: http.NewServeMux()}
+	a.streams, a.endStream = context.WithCancel(context.Background())
 	a.routes()
 	if p := n.cfg.APISocket; p != "-" {
 		ln, err := listenSocket(p)
@@ -192,6 +197,7 @@ func (a *apiServer) close(ctx context.Context) {
 	if a == nil {
 		return
 	}
+	a.endStream()
 	a.mu.Lock()
 	servers := a.servers
 	a.servers = nil
@@ -409,6 +415,7 @@ func (a *apiServer) getCommits(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	defer context.AfterFunc(a.streams, cancel)()
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)

@@ -431,6 +431,42 @@ func TestAPI(t *testing.T) {
 		}
 	})
 
+	t.Run("stop_with_open_follower", func(t *testing.T) {
+		cfg := nodeConfig(t, t.TempDir(), testPSK(t), testKey(t, 3))
+		cfg.Bootstrap = true
+		sn := startNode(T, cfg)
+		sc, _ := NewClient(sn.APISocket(), "")
+		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		ch := sc.Commits(fctx, 1, true)
+		if _, err := sn.Submit(ctx, putIntent("s-1"), WaitSigned); err != nil {
+			t.Fatal(err)
+		}
+		if ac := <-ch; ac.Err != nil || ac.Seq != 1 {
+			t.Fatalf("follow: %+v", ac)
+		}
+		start := time.Now()
+		if err := sn.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(start)
+		for range ch { // the stream ends
+		}
+		t.Logf("Stop with an open follower: %s", fmtDur(took))
+		if took > 900*time.Millisecond {
+			t.Errorf("Stop took %v with an open /v1/commits follower", took)
+		}
+		if _, err := os.Stat(sn.APISocket()); sn.APISocket() == "" || !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("socket left after Stop: %v", err)
+		}
+		if _, err := sn.Submit(ctx, putIntent("s-2"), WaitCommitted); !errors.Is(err, ErrStopped) {
+			t.Errorf("submit after Stop: %v", err)
+		}
+		if err := sn.Stop(ctx); err != nil {
+			t.Errorf("second Stop: %v", err)
+		}
+	})
+
 	t.Run("handler", func(t *testing.T) {
 		// The handler serves the same API for embedders.
 		rec := &recorder{h: http.Header{}}
