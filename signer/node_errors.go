@@ -95,6 +95,8 @@ func Code(err error) (code string, status int) {
 		return "", http.StatusOK
 	case errors.As(err, &ae):
 		return ae.Code, ae.Status
+	// no_quorum before timeout: the transport's no-leader error also wraps the
+	// deadline that ended the search.
 	case errors.Is(err, ErrBadPath):
 		return CodeBadPath, http.StatusBadRequest
 	case errors.Is(err, ErrTooLarge), errors.Is(err, intentlog.ErrEntryTooLarge), errors.Is(err, transport.ErrTooLarge):
@@ -113,11 +115,11 @@ func Code(err error) (code string, status int) {
 		return CodeConflict, http.StatusConflict
 	case errors.Is(err, ErrUnauthorized):
 		return CodeUnauthorized, http.StatusUnauthorized
+	case errors.Is(err, ErrNoQuorum), errors.Is(err, transport.ErrNoLeader):
+		return CodeNoQuorum, http.StatusServiceUnavailable
 	case errors.Is(err, ErrTimeout), errors.Is(err, transport.ErrTimeout), errors.Is(err, intentlog.ErrTimeout),
 		errors.Is(err, context.DeadlineExceeded):
 		return CodeTimeout, http.StatusGatewayTimeout
-	case errors.Is(err, ErrNoQuorum), errors.Is(err, transport.ErrNoLeader):
-		return CodeNoQuorum, http.StatusServiceUnavailable
 	case errors.Is(err, ErrNotLeader), errors.Is(err, transport.ErrNotLeader), errors.Is(err, intentlog.ErrNotLeader),
 		errors.Is(err, raft.ErrNotLeader), errors.Is(err, intentlog.ErrLeadershipLost):
 		return CodeNotLeader, http.StatusServiceUnavailable

@@ -273,6 +273,10 @@ func (b *batcher) run() {
 		if !latest.IsZero() && latest.Before(deadline) {
 			deadline = latest
 		}
+		// End the proposal a little before its callers give up, so that they get
+		// its error (no quorum, timeout at the leader) rather than only their own
+		// deadline.
+		deadline = deadline.Add(-min(100*time.Millisecond, time.Until(deadline)/10))
 		ctx, cancel := context.WithDeadline(b.n.ctx, deadline)
 		res, err := b.n.prop.Propose(ctx, e)
 		cancel()
