@@ -178,10 +178,31 @@ func cmdLeave(ctx context.Context, c *cli, args []string) error {
 		fmt.Fprintln(c.stdout, "released the lease")
 	}
 	if err := cl.RemoveMember(cctx, st.ID); err != nil {
+		// The removal may have been applied even though the answer failed (a device
+		// that left is refused by the others at once): trust the configuration.
+		if !stillMember(cctx, cl, st.ID) {
+			fmt.Fprintf(c.stdout, "%s left the cluster; stop its node now\n", st.ID)
+			return nil
+		}
 		return fmt.Errorf("leave: %w", err)
 	}
 	fmt.Fprintf(c.stdout, "%s left the cluster; stop its node now\n", st.ID)
 	return nil
+}
+
+// stillMember reports whether id is in the Raft configuration as the node sees it
+// (true when that cannot be read: then the error stands).
+func stillMember(ctx context.Context, cl *signer.Client, id string) bool {
+	ms, err := cl.Members(ctx)
+	if err != nil {
+		return true
+	}
+	for _, m := range ms {
+		if m.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // ----- status -----
@@ -586,12 +607,12 @@ func cmdLease(ctx context.Context, c *cli, args []string) error {
 	switch sub {
 	case "release":
 		if err := cl.Release(cctx); err != nil {
-			return f.apiErr(fmt.Errorf("release: %w", err))
+			return f.apiErr(err)
 		}
 		fmt.Fprintln(c.stdout, "released")
 	case "transfer":
 		if err := cl.Transfer(cctx, *to); err != nil {
-			return f.apiErr(fmt.Errorf("transfer: %w", err))
+			return f.apiErr(err)
 		}
 		fmt.Fprintf(c.stdout, "transferred to %s\n", *to)
 	case "steal":
@@ -600,7 +621,7 @@ func cmdLease(ctx context.Context, c *cli, args []string) error {
 			return f.apiErr(err)
 		}
 		if err := cl.Steal(cctx, *reason); err != nil {
-			return f.apiErr(fmt.Errorf("steal: %w", err))
+			return f.apiErr(err)
 		}
 		prior := before.Lease.Holder
 		if h, err := cl.LeaseHistory(cctx); err == nil {

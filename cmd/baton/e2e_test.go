@@ -417,7 +417,30 @@ func TestE2ECluster(t *testing.T) {
 		t.Fatal(out)
 	}
 
-	// tail --from 1 --json shows the chain and follows; lease history has the claims.
+	// tail follows the chain from seq 1, one line per commit, new commits included;
+	// SIGINT ends it with status 0.
+	tp := start(t, "tail", data[k], "", "tail", "--data", data[k], "--from", "1")
+	eventually(t, 10*time.Second, "tail to show the chain", func() (bool, string) {
+		l := tp.logs()
+		return strings.Contains(l, "seq 1 ") && strings.Contains(l, "put posts/r"), tail(l, 300)
+	})
+	mustBin(t, "submit", "--data", data[survivor], "--id", "while-tailing", "--path", "posts/t", "--value", "t")
+	eventually(t, 10*time.Second, "tail to follow a new commit", func() (bool, string) {
+		return strings.Contains(tp.logs(), "put posts/t"), tail(tp.logs(), 300)
+	})
+	if err := tp.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-tp.done:
+		if tp.err != nil {
+			t.Fatalf("tail after SIGINT: %v", tp.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("tail did not stop on SIGINT")
+	}
+
+	// The lease history has the claims.
 	hist := mustBin(t, "lease", "history", "--data", data[k])
 	if !strings.Contains(hist, "claim") {
 		t.Errorf("lease history: %s", hist)
