@@ -423,6 +423,15 @@ func TestAPI(t *testing.T) {
 		if err := good.Health(ctx); err != nil {
 			t.Fatal(err)
 		}
+		// Loopback without a token: open.
+		lcfg := nodeConfig(t, t.TempDir(), testPSK(t), testKey(t, 3))
+		lcfg.APIAddr, lcfg.APISocket, lcfg.Bootstrap = "127.0.0.1:0", "-", true
+		ln := startNode(T, lcfg)
+		defer ln.Kill()
+		open, _ := NewClient("http://"+ln.APIAddr()+"/", "")
+		if err := open.Health(ctx); err != nil {
+			t.Fatalf("loopback without token: %v", err)
+		}
 		// Non-loopback with a token is allowed.
 		ok := nodeConfig(t, t.TempDir(), testPSK(t), testKey(t, 3))
 		ok.APIAddr, ok.APIToken, ok.APISocket = "0.0.0.0:0", "tok", "-"

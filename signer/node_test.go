@@ -199,6 +199,7 @@ func TestNodeCluster(t *testing.T) {
 		defer c.Close()
 		epoch := h.State().Lease.Epoch
 		lost := h.Lost()
+		hold := h.HoldContext()
 		start := time.Now()
 		if err := c.Transfer(ctx, to.ID()); err != nil {
 			t.Fatal(err)
@@ -207,6 +208,9 @@ func TestNodeCluster(t *testing.T) {
 		case <-lost:
 		default:
 			t.Fatal("Lost not closed after the transfer")
+		}
+		if hold.Err() == nil {
+			t.Fatal("HoldContext not cancelled after the transfer")
 		}
 		waitUntil(t, 5*time.Second, "the target holds", to.Holds)
 		t.Logf("transfer through the API: target holds after %s", fmtDur(time.Since(start)))
