@@ -258,6 +258,27 @@ func TestNodeCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitUntil(t, 10*time.Second, "three members again", func() bool { return nodes[0].State().Members == 3 })
+
+		// An operator adds a running device through the API (POST /v1/members); it
+		// then leaves on its own.
+		ecfg := nodeConfig(T, filepath.Join(root, "e"), psk, nil)
+		ecfg.Chain = key.DID()
+		e := startNode(T, ecfg)
+		defer e.Kill()
+		for _, m := range live() {
+			e.Host().AllowPeer(m.Host().AddrInfo())
+		}
+		if err := c.AddMember(ctx, e.Addrs()[0], true); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, 10*time.Second, "four members", func() bool { return nodes[0].State().Members == 4 })
+		waitUntil(t, 10*time.Second, "the added device applies", func() bool { return e.State().Head.Seq >= want })
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := e.Leave(lctx); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, 10*time.Second, "three members after leave", func() bool { return nodes[0].State().Members == 3 })
 	})
 
 	var stoppedIdx int
