@@ -60,7 +60,11 @@
 //
 // state.db (bbolt) holds the whole applied state, including the last applied index,
 // in the same transaction as the entries' effects; a batch of Raft entries is one
-// transaction and one fsync. On restart the FSM skips every entry at or below its
+// transaction. Raft's log (fsynced on every append) and its snapshots are the durable
+// record; state.db is their checkpoint, written without a per-transaction fsync,
+// synced and marked clean (CleanFile) on Close. A state file found without the mark
+// (after a machine crash it may be behind or torn) is set aside and rebuilt from the
+// latest snapshot and the log after it. On restart the FSM skips every entry at or below its
 // stored index, so Raft's replay never applies an entry twice; Raft is told not to
 // restore its latest snapshot when state.db already covers it, and restores it (into a
 // new file renamed into place) when state.db is behind or missing. A snapshot that

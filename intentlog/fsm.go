@@ -59,6 +59,9 @@ func NewFSM(dir string, verify CommitVerifier) (*FSM, error) {
 		historyLen:   LeaseHistoryLen,
 		notify:       newNotifier(),
 	}
+	if err := prepareState(f.path); err != nil {
+		return nil, err
+	}
 	db, err := openState(f.path)
 	if err != nil {
 		return nil, err
@@ -95,8 +98,14 @@ func (f *FSM) Close() error {
 	if f.db == nil {
 		return nil
 	}
-	err := f.db.Close()
+	err := f.db.Sync()
+	if cerr := f.db.Close(); err == nil {
+		err = cerr
+	}
 	f.db = nil
+	if err == nil {
+		err = markClean(f.path)
+	}
 	return err
 }
 

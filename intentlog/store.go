@@ -111,8 +111,10 @@ func decodeIntentValue(b []byte) (Intent, error) {
 func openState(path string) (*bolt.DB, error) {
 	// A large initial mmap keeps bbolt from remapping while a snapshot's long read
 	// transaction is open (a remap waits for every read transaction, stalling apply).
+	// NoSync: Raft's log is the durable record; state.db is its checkpoint (see
+	// CleanFile). Close syncs it.
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second,
-		InitialMmapSize: 1 << 30, FreelistType: bolt.FreelistMapType})
+		InitialMmapSize: 1 << 30, FreelistType: bolt.FreelistMapType, NoSync: true})
 	if err != nil {
 		return nil, fmt.Errorf("open state %s: %w", path, err)
 	}
