@@ -3,6 +3,7 @@ package bench
 import (
 	"math"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -53,3 +54,7 @@ func ratio(a, b float64) float64 {
 	}
 	return math.Round(a/b*100) / 100
 }
+
+type atomicCounter struct{ n atomic.Uint64 }
+
+func (c *atomicCounter) next() uint64 { return c.n.Add(1) }

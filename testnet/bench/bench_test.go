@@ -1,0 +1,75 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/signer"
+)
+
+// Go benchmarks behind `baton bench`, for profiling one path at a time:
+//
+//	go test ./testnet/bench -run '^$' -bench Submit -benchtime 2000x -cpuprofile cpu.out
+//	go tool pprof -top testnet/bench.test cpu.out
+
+func benchCluster(b *testing.B) (*Cluster, int) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := StartCluster(ctx, ClusterConfig{Dir: b.TempDir(), TTL: 2 * time.Second, Tick: 100 * time.Millisecond, Raft: clusterRaft})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.Close)
+	dev, err := c.Arrange(ctx, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c, dev
+}
+
+func benchSubmit(b *testing.B, wait signer.Wait, parallel int) {
+	c, dev := benchCluster(b)
+	value := make([]byte, 200)
+	ctx := context.Background()
+	b.SetParallelism(parallel)
+	b.ResetTimer()
+	var n atomicCounter
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := c.Submit(ctx, dev, fmt.Sprintf("b%d", n.next()), value, wait); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkSubmitAccepted: Node.Submit until the intent is in the Raft log.
+func BenchmarkSubmitAccepted(b *testing.B) { benchSubmit(b, signer.WaitCommitted, 1) }
+
+// BenchmarkSubmitSigned: Node.Submit until the intent's commit is applied.
+func BenchmarkSubmitSigned(b *testing.B) { benchSubmit(b, signer.WaitSigned, 1) }
+
+// BenchmarkSubmitSigned64: 64 clients per GOMAXPROCS... (SetParallelism 32 on 2 cores).
+func BenchmarkSubmitSigned64(b *testing.B) { benchSubmit(b, signer.WaitSigned, 32) }
+
+// BenchmarkBaselineApply: the plain-raft baseline, one writer.
+func BenchmarkBaselineApply(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	bl, err := StartBaseline(ctx, b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bl.Close()
+	cmd := make([]byte, 200)
+	b.ResetTimer()
+	for range b.N {
+		if err := bl.Apply(context.Background(), cmd); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
