@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -325,10 +327,20 @@ func mustInit(t *testing.T) string {
 	return dir
 }
 
-func TestDrillBenchNotBuilt(t *testing.T) {
-	if drillMain != nil {
-		t.Skip("drill is built")
+func TestDrillBenchDispatch(t *testing.T) {
+	saved := drillMain
+	t.Cleanup(func() { drillMain = saved })
+	var got []string
+	drillMain = func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+		got = args
+		fmt.Fprintln(stdout, "drilled")
+		return 3
 	}
+	code, out, _ := runCLI(t, nil, "", "drill", "--scenario", "x")
+	if code != 3 || out != "drilled\n" || strings.Join(got, " ") != "--scenario x" {
+		t.Fatalf("dispatch: %d %q %v", code, out, got)
+	}
+	drillMain = nil
 	code, _, errs := runCLI(t, nil, "", "drill")
 	if code != 2 || !strings.Contains(errs, "not built yet") {
 		t.Fatalf("%d %q", code, errs)

@@ -4,13 +4,14 @@ import (
 	"context"
 	"io"
 
+	"github.com/batonhq/baton/testnet"
 	"github.com/batonhq/baton/testnet/bench"
 )
 
 // drillMain and benchMain are the entry points `baton drill` and `baton bench` dispatch
 // to (they own their flags and help). nil means not built yet.
 var (
-	drillMain func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+	drillMain = testnet.DrillMain
 	benchMain = bench.Main
 )
 
