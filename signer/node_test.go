@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -513,5 +514,41 @@ func TestNodeKnobs(t *testing.T) {
 	waitSigned(t, n2, "k-2")
 	if err := VerifyChain(chainOfNode(t, n2), n2.Chain()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestNodeStopLeavesNoGoroutines: after Stop (and after Kill) every goroutine the
+// node started (host, Raft, cluster, lease, loop, API, followers) is gone.
+func TestNodeStopLeavesNoGoroutines(t *testing.T) {
+	for _, kill := range []bool{false, true} {
+		base := runtime.NumGoroutine()
+		cfg := nodeConfig(t, t.TempDir(), testPSK(t), testKey(t, 3))
+		cfg.Bootstrap = true
+		n, err := Start(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.Submit(context.Background(), putIntent("l1"), WaitSigned); err != nil {
+			t.Fatal(err)
+		}
+		c, _ := NewClient(n.APISocket(), "")
+		fctx, cancel := context.WithCancel(context.Background())
+		ch := c.Commits(fctx, 1, true)
+		<-ch
+		if kill {
+			err = n.Kill()
+		} else {
+			err = n.Stop(context.Background())
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		for range ch {
+		}
+		c.Close()
+		waitUntil(t, 5*time.Second, fmt.Sprintf("goroutines back to %d (kill %v)", base, kill), func() bool {
+			return runtime.NumGoroutine() <= base
+		})
 	}
 }
