@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/transport"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -474,6 +475,33 @@ func TestAPI(t *testing.T) {
 		if err := sn.Stop(ctx); err != nil {
 			t.Errorf("second Stop: %v", err)
 		}
+	})
+
+	t.Run("join_token", func(t *testing.T) {
+		token := []byte("right-token")
+		n.AllowJoin(token, time.Now().Add(time.Minute))
+		dir := t.TempDir()
+		jcfg := nodeConfig(t, dir, cfg.PSK, testKey(t, 3))
+		jcfg.Join = &JoinConfig{Seeds: n.Addrs(), Token: []byte("wrong-token"), NonVoter: true}
+		if _, err := Start(ctx, jcfg); !errors.Is(err, transport.ErrBadToken) {
+			t.Fatalf("join with a wrong token: %v", err)
+		}
+		if n.State().Members != 1 {
+			t.Fatal("a refused join changed the membership")
+		}
+		// The data dir of the failed start is reusable.
+		jcfg.Join.Token = token
+		j := startNode(T, jcfg)
+		waitUntil(t, 10*time.Second, "two members", func() bool { return n.State().Members == 2 })
+		select {
+		case <-j.Done():
+			t.Fatal("Done closed on a running node")
+		default:
+		}
+		if err := j.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		<-j.Done()
 	})
 
 	t.Run("handler", func(t *testing.T) {

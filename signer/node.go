@@ -329,6 +329,9 @@ func (n *Node) HoldContext() context.Context { return n.lease.HoldContext() }
 // closed when it does not hold). Fetch it again after a new claim.
 func (n *Node) Lost() <-chan struct{} { return n.lease.Lost() }
 
+// Done is closed once the node is stopping (Stop or Kill).
+func (n *Node) Done() <-chan struct{} { return n.ctx.Done() }
+
 // Holds reports whether this device holds the lease and may sign now.
 func (n *Node) Holds() bool { return n.lease.Holds() }
 
