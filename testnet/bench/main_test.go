@@ -16,13 +16,15 @@ func TestMainQuick(t *testing.T) {
 	defer cancel()
 	out := filepath.Join(t.TempDir(), "bench.json")
 	var stdout, stderr bytes.Buffer
-	code := Main(ctx, []string{"--quick", "--load", "300ms", "--window", "2s", "--rounds", "1", "--clients", "1,4", "--dir", t.TempDir(), "--out", out}, &stdout, &stderr)
+	code := Main(ctx, []string{"--quick", "--load", "300ms", "--window", "2s", "--rounds", "1", "--clients", "1,4", "--ttl", "1s", "--tick", "50ms", "--dir", t.TempDir(), "--out", out}, &stdout, &stderr)
 	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	if !strings.Contains(stdout.String(), "raft baseline") {
-		t.Fatal("no baseline rows in the table")
+	for _, want := range []string{"raft baseline", "baton|", "crash, holder was leader", "at rest over", "ratio to baseline"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("table lacks %q", want)
+		}
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {
@@ -34,6 +36,23 @@ func TestMainQuick(t *testing.T) {
 	}
 	if len(r.Baseline) != 2 || r.Baseline[0].AppliedPerSec <= 0 || r.Baseline[0].Apply.N == 0 {
 		t.Fatalf("baseline = %+v", r.Baseline)
+	}
+	if len(r.Baton) != 4 { // go and socket at 1 and 4 clients
+		t.Fatalf("baton rows = %+v", r.Baton)
+	}
+	for _, b := range r.Baton {
+		if b.AcceptedPerSec <= 0 || b.SignedPerSec <= 0 || b.Signed.N == 0 {
+			t.Errorf("baton row %+v", b)
+		}
+	}
+	if fo := r.Failover; fo == nil || fo.Crash.N != 1 || fo.CrashLeader.N != 1 || fo.Graceful.N != 1 {
+		t.Fatalf("failover = %+v", r.Failover)
+	}
+	if a := r.AtRest; a == nil || a.LeaseEntries == 0 || a.DiskAfter == 0 || len(a.Devices) == 0 {
+		t.Fatalf("at rest = %+v", r.AtRest)
+	}
+	if len(r.Ratios) == 0 {
+		t.Fatal("no ratios")
 	}
 }
 
