@@ -49,7 +49,21 @@ func benchCluster(b *testing.B) *Node {
 func BenchmarkNodeSubmit(b *testing.B) {
 	for _, wait := range []Wait{WaitCommitted, WaitSigned} {
 		name := map[Wait]string{WaitCommitted: "committed", WaitSigned: "signed"}[wait]
-		b.Run(name, func(b *testing.B) {
+		b.Run(name+"-serial", func(b *testing.B) {
+			n := benchCluster(b)
+			val := make([]byte, 256)
+			b.ResetTimer()
+			for i := range b.N {
+				in := putIntent(fmt.Sprintf("s-%d", i))
+				in.Value = val
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				if _, err := n.Submit(ctx, in, wait); err != nil {
+					b.Fatal(err)
+				}
+				cancel()
+			}
+		})
+		b.Run(name+"-32", func(b *testing.B) {
 			n := benchCluster(b)
 			var seq atomic.Int64
 			val := make([]byte, 256)
