@@ -481,6 +481,28 @@ func TestE2ECluster(t *testing.T) {
 		return false, "no holder"
 	})
 	_ = lines
+
+	// The stopped device comes back; then another device leaves gracefully and the
+	// others see two members.
+	procs[h2] = start(t, fmt.Sprintf("b%d-again", h2+1), data[h2], procs[h2].listen, append([]string{"run", "--data", data[h2], "--listen", procs[h2].listen}, e2eFlags...)...)
+	eventually(t, 20*time.Second, "the stopped device to rejoin", func() (bool, string) {
+		st, err := state(data[h2])
+		return err == nil && st.Raft.Leader != "" && st.Head.Seq > 0, fmt.Sprint(err)
+	})
+	leaver := (h2 + 1) % 3
+	out = mustBin(t, "leave", "--data", data[leaver])
+	if !strings.Contains(out, "left the cluster") {
+		t.Fatalf("leave: %q", out)
+	}
+	stay := 3 - h2 - leaver
+	eventually(t, 10*time.Second, "two members after the leave", func() (bool, string) {
+		st, err := state(data[stay])
+		return err == nil && st.Members == 2, fmt.Sprint(st.Members, err)
+	})
+	out = mustBin(t, "submit", "--data", data[stay], "--id", "after-leave", "--path", "posts/l", "--value", "l", "--wait", "signed")
+	if !strings.Contains(out, "signed") {
+		t.Fatal(out)
+	}
 }
 
 // TestE2EClientErrors: commands against a data dir without a running node fail with
