@@ -174,7 +174,18 @@ func NewCluster(cfg Config) (*Cluster, error) {
 	for i := 0; i < cfg.Nodes; i++ {
 		c.newDevice()
 	}
-	c.rec = newRecorder(c)
+	c.rec = newRecorder(cfg.SampleEvery, func() []sampled {
+		var out []sampled
+		for _, d := range c.Devices() {
+			s := sampled{name: d.Name}
+			if n := d.Node(); n != nil && !d.Paused() {
+				st := n.State()
+				s.st = &st
+			}
+			out = append(out, s)
+		}
+		return out
+	})
 	return c, nil
 }
 

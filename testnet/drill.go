@@ -72,6 +72,9 @@ func DrillMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var names []string
 	if *scenario == "all" {
 		names = ScenarioNames()
+		if *procs {
+			names = ProcsScenarios
+		}
 	} else {
 		for _, n := range strings.Split(*scenario, ",") {
 			if _, err := LookupScenario(n); err != nil {

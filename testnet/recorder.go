@@ -14,7 +14,10 @@ import (
 // holds (spans per device and epoch), Raft leader marks, the chain's growth and when
 // each seq was first seen applied.
 type recorder struct {
-	c *Cluster
+	// devices reports every device's state now; st is nil while a device is down or
+	// paused (a frozen process answers nothing).
+	devices func() []sampled
+	every   time.Duration
 
 	mu      sync.Mutex
 	events  []Event
@@ -27,12 +30,18 @@ type recorder struct {
 	seen    map[uint64]time.Time
 }
 
-func newRecorder(c *Cluster) *recorder {
-	return &recorder{c: c, open: map[string]*Span{}, leader: map[string]bool{}, seen: map[uint64]time.Time{}}
+// sampled is one device's state at a sample.
+type sampled struct {
+	name string
+	st   *signer.State
+}
+
+func newRecorder(every time.Duration, devices func() []sampled) *recorder {
+	return &recorder{devices: devices, every: every, open: map[string]*Span{}, leader: map[string]bool{}, seen: map[uint64]time.Time{}}
 }
 
 func (r *recorder) run(ctx context.Context) {
-	tk := time.NewTicker(r.c.cfg.SampleEvery)
+	tk := time.NewTicker(r.every)
 	defer tk.Stop()
 	for {
 		r.sample()
@@ -56,10 +65,9 @@ func (r *recorder) sample() {
 		seq    uint64
 	}
 	var all []obs
-	for _, d := range r.c.Devices() {
-		o := obs{name: d.Name}
-		if n := d.Node(); n != nil && !d.Paused() {
-			st := n.State()
+	for _, d := range r.devices() {
+		o := obs{name: d.name}
+		if st := d.st; st != nil {
 			o.up, o.held, o.epoch = true, st.Lease.HeldByMe, st.Lease.Epoch
 			o.leader = st.Raft.Role == raft.Leader.String()
 			o.seq = st.Head.Seq

@@ -1,0 +1,85 @@
+package testnet
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	batonOnce sync.Once
+	batonBin  string
+	batonErr  error
+)
+
+// buildBaton builds cmd/baton once per test binary run.
+func buildBaton(t *testing.T) string {
+	t.Helper()
+	batonOnce.Do(func() {
+		dir, err := mkdirTempForBin()
+		if err != nil {
+			batonErr = err
+			return
+		}
+		batonBin = filepath.Join(dir, "baton")
+		out, err := exec.Command("go", "build", "-o", batonBin, "../cmd/baton").CombinedOutput()
+		if err != nil {
+			batonErr = err
+			t.Logf("go build: %s", out)
+		}
+	})
+	if batonErr != nil {
+		t.Fatalf("build baton: %v", batonErr)
+	}
+	return batonBin
+}
+
+func runProcsTest(t *testing.T, scenario string) Report {
+	if testing.Short() {
+		t.Skip("procs mode builds and runs the binary")
+	}
+	bin := buildBaton(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var progress syncBuf
+	rep, err := RunProcsScenario(ctx, ProcsConfig{Bin: bin, DrillConfig: DrillConfig{Scenario: scenario, Nodes: 3,
+		TTL: time.Second, Tick: 100 * time.Millisecond, Rounds: 1, Seed: 1, Dir: t.TempDir(), Progress: &progress}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if testing.Verbose() || !rep.OK {
+		t.Logf("progress:\n%s", progress.String())
+	}
+	c := rep.Check
+	if rep.Error != "" || !rep.OK || c.Forks+c.Lost+c.Dupes+c.Invalid != 0 {
+		t.Fatalf("procs %s: error %q findings %v", scenario, rep.Error, c.Findings)
+	}
+	if c.Acked == 0 || len(c.Heads) != 3 || len(c.Failovers) == 0 || !rep.Params.Procs {
+		t.Fatalf("procs %s: acked %d heads %v failovers %d", scenario, c.Acked, c.Heads, len(c.Failovers))
+	}
+	return rep
+}
+
+func TestProcsKillAndPauseHolder(t *testing.T) {
+	rep := runProcsTest(t, "kill-holder")
+	hasEvent(t, rep, EventKill)
+	rep = runProcsTest(t, "pause-holder")
+	hasEvent(t, rep, EventPause)
+}
+
+func TestProcsUnsupportedScenario(t *testing.T) {
+	_, err := RunProcsScenario(context.Background(), ProcsConfig{Bin: "/nonexistent", DrillConfig: DrillConfig{Scenario: "skew"}})
+	if err == nil {
+		t.Fatal("skew accepted in procs mode")
+	}
+	_, err = RunProcsScenario(context.Background(), ProcsConfig{Bin: "/nonexistent", DrillConfig: DrillConfig{Scenario: "kill-holder"}})
+	if err == nil {
+		t.Fatal("missing binary accepted")
+	}
+}
+
+func mkdirTempForBin() (string, error) { return os.MkdirTemp("", "baton-bin-") }
