@@ -283,7 +283,7 @@ func (l *Log) apply(ctx context.Context, data []byte) (Result, error) {
 	if !ok {
 		return Result{}, fmt.Errorf("intentlog: unexpected apply response %T", fut.Response())
 	}
-	l.nudge(data, fut.Index())
+	l.nudge(data)
 	return res, nil
 }
 

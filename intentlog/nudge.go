@@ -25,14 +25,15 @@ const nudgeDelay = 2 * time.Millisecond
 // raft's default), and that delay lands on every handover (the standby learns of a
 // release late, the new holder waits to apply its own claim before signing) and on
 // every WaitSigned on a follower. Appending a barrier carries the commit index in its
-// AppendEntries. It is skipped when a later entry is already in the log (that entry
-// carries it) and coalesced while one is in flight; renewals and intents are not
+// AppendEntries. It is skipped when an entry is appended within nudgeDelay after the
+// apply (that entry carries it) and coalesced while one is in flight; renewals and intents are not
 // nudged (nobody waits on a follower for them), so an idle cluster writes no more
 // entries than its renewals.
 type nudger struct {
 	mu      sync.Mutex
 	running bool
-	want    uint64 // highest index asked for while running
+	pending bool   // a nudge was asked for since the last barrier
+	mark    uint64 // the log's last index when it was asked for
 	nudges  uint64 // barriers appended (tests)
 }
 
@@ -48,14 +49,19 @@ func wantsNudge(data []byte) bool {
 	return false
 }
 
-// nudge is called on the leader after the entry at index (encoded as data) applied.
-func (l *Log) nudge(data []byte, index uint64) {
-	if !wantsNudge(data) || l.raft.LastIndex() > index {
+// nudge is called on the leader after the entry encoded as data applied. An entry
+// appended after this moment carries the commit index in its AppendEntries, and one
+// appended before may not (it can have left before this entry committed): so the
+// barrier is skipped only if the log grew past its current last index within
+// nudgeDelay.
+func (l *Log) nudge(data []byte) {
+	if !wantsNudge(data) {
 		return
 	}
+	mark := l.raft.LastIndex()
 	n := &l.nudger
 	n.mu.Lock()
-	n.want = max(n.want, index)
+	n.mark, n.pending = max(n.mark, mark), true
 	if n.running {
 		n.mu.Unlock()
 		return
@@ -68,12 +74,12 @@ func (l *Log) nudge(data []byte, index uint64) {
 		for {
 			<-t.C
 			n.mu.Lock()
-			want := n.want
-			if l.closed.Load() || l.raft.LastIndex() > want {
-				n.running = false
+			if !n.pending || l.closed.Load() || l.raft.LastIndex() > n.mark {
+				n.running, n.pending = false, false
 				n.mu.Unlock()
 				return
 			}
+			n.pending = false
 			n.nudges++
 			n.mu.Unlock()
 			// A barrier is a log entry: its AppendEntries carries the commit index.

@@ -45,4 +45,11 @@ func runBaton(ctx context.Context, o Options, dir string, r *Report, fail func(s
 	section(SectionLoad, runLoads, loads)
 	section(SectionFailover, runFailover, time.Duration(o.Rounds)*(3*o.TTL+30*time.Second)+time.Minute)
 	section(SectionRest, runAtRest, o.RestWindow+time.Minute)
+	if o.Procs != "" && !o.Skip[SectionRest] {
+		c.Close() // the in-process devices stop: the processes measure alone
+		o.progress("rest over three processes of %s", o.Procs)
+		pctx, cancel := context.WithTimeout(ctx, o.RestWindow+2*time.Minute)
+		defer cancel()
+		fail("rest (processes)", runAtRestProcs(pctx, o, o.Procs, filepath.Join(dir, "procs"), r))
+	}
 }

@@ -165,6 +165,7 @@ func runFailover(ctx context.Context, o Options, c *Cluster, r *Report) error {
 	bound := ttl + o.Tick + raftElection
 	fo.BoundMs = float64(bound) / 1e6
 	var crash, lead, grace []time.Duration
+	var lastRelease time.Time
 	defer func() {
 		fo.Crash, fo.CrashLeader, fo.Graceful = Summarise(crash), Summarise(lead), Summarise(grace)
 		fo.CrashTTLx = ratio(fo.Crash.P50Ms, float64(ttl)/1e6)
@@ -188,7 +189,15 @@ func runFailover(ctx context.Context, o Options, c *Cluster, r *Report) error {
 			}
 			o.progress("failover round %d, holder was leader %v: %v", i, leader, d.Round(time.Millisecond))
 		}
+		// A device that released stands off for one TTL (it lets the others
+		// claim); rounds back to back would find every standby standing off.
+		if wait := o.TTL - time.Since(lastRelease); wait > 0 {
+			if err := sleepCtx(ctx, wait); err != nil {
+				return err
+			}
+		}
 		d, err := gracefulRound(ctx, c)
+		lastRelease = time.Now()
 		if err != nil {
 			return fmt.Errorf("graceful round %d: %w", i, err)
 		}

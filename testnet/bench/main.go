@@ -22,8 +22,11 @@ type Options struct {
 	Rounds     int           // failover rounds per kind
 	TTL, Tick  time.Duration
 	Dir        string // data dirs; a temporary directory when empty
-	Skip       map[string]bool
-	Progress   io.Writer // progress lines; nil = none
+	// Procs is a baton binary: also measure the at-rest window over three `baton
+	// run` processes of it (per-device RSS and CPU). Empty: in-process only.
+	Procs    string
+	Skip     map[string]bool
+	Progress io.Writer // progress lines; nil = none
 }
 
 // DefaultOptions are the full run's parameters.
@@ -74,6 +77,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", "", "directory for the data dirs (default: a temporary directory, removed after)")
 	skip := fs.String("skip", "", "comma-separated sections to skip: baseline, load, failover, rest")
 	verbose := fs.Bool("v", false, "print progress to stderr")
+	procs := fs.Bool("procs", false, "also measure at rest over three `baton run` processes of this binary (per-device RSS and CPU)")
+	procsBin := fs.String("baton-bin", "", "with --procs: the baton binary to run (default: this executable)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `usage: baton bench [flags]
 
@@ -131,6 +136,17 @@ Flags:
 	}
 	if *verbose {
 		o.Progress = stderr
+	}
+	if *procs {
+		o.Procs = *procsBin
+		if o.Procs == "" {
+			exe, err := os.Executable()
+			if err != nil {
+				fmt.Fprintln(stderr, "baton bench: --procs:", err)
+				return 2
+			}
+			o.Procs = exe
+		}
 	}
 	r := Run(ctx, o)
 	r.Print(stdout)

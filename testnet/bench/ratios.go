@@ -1,5 +1,7 @@
 package bench
 
+import "cmp"
+
 // ratios divides baton's figures by the baseline's and compares them with issue 7's
 // targets.
 func ratios(r *Report) []Ratio {
@@ -40,9 +42,14 @@ func ratios(r *Report) []Ratio {
 		}
 	}
 	if a := r.AtRest; a != nil {
-		out = append(out, Ratio{Name: "lease entries per TTL at rest", Value: a.LeaseEntriesPerTTL, Target: "<= 2", Met: a.LeaseEntriesPerTTL <= 2})
+		out = append(out, Ratio{Name: "Raft entries per TTL at rest", Value: a.LeaseEntriesPerTTL, Target: "<= 2", Met: a.LeaseEntriesPerTTL <= 2})
 		grow := float64(a.DiskAfterWindow - a.DiskAfter)
 		out = append(out, Ratio{Name: "disk growth after snapshot (bytes)", Value: grow, Target: "<= 0", Met: grow <= 0})
+	}
+	if a := cmp.Or(r.AtRestProcs, r.AtRest); a != nil {
+		if a == r.AtRestProcs {
+			out = append(out, Ratio{Name: "Raft entries per TTL at rest (processes)", Value: a.LeaseEntriesPerTTL, Target: "<= 2", Met: a.LeaseEntriesPerTTL <= 2})
+		}
 		for _, u := range a.Devices {
 			out = append(out, Ratio{Name: "RSS MiB, " + u.Name, Value: u.RSSMiB, Target: "<= 64", Met: u.RSSMiB <= 64})
 			out = append(out, Ratio{Name: "CPU % of a core, " + u.Name, Value: u.CPUPct, Target: "<= 1", Met: u.CPUPct <= 1})

@@ -21,10 +21,13 @@ type Report struct {
 	Baton    []BatonLoad     `json:"baton,omitempty"`
 	Failover *FailoverResult `json:"failover,omitempty"`
 	AtRest   *AtRestResult   `json:"at_rest,omitempty"`
-	Ratios   []Ratio         `json:"ratios,omitempty"`
-	Errors   []string        `json:"errors,omitempty"`
-	Elapsed  float64         `json:"elapsed_s"`
-	Extra    map[string]any  `json:"extra,omitempty"`
+	// AtRestProcs is the at-rest window over three `baton run` processes (--procs):
+	// RSS and CPU per device.
+	AtRestProcs *AtRestResult  `json:"at_rest_procs,omitempty"`
+	Ratios      []Ratio        `json:"ratios,omitempty"`
+	Errors      []string       `json:"errors,omitempty"`
+	Elapsed     float64        `json:"elapsed_s"`
+	Extra       map[string]any `json:"extra,omitempty"`
 }
 
 // Machine describes where the run happened.
@@ -169,8 +172,11 @@ func (r *Report) Print(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
-	if a := r.AtRest; a != nil {
-		fmt.Fprintf(w, "at rest over %.0fs: %d lease entries (%.2f per TTL); disk %d B before snapshot, %d B after, %d B at the end of the window, %d B after a second snapshot\n",
+	for _, a := range []*AtRestResult{r.AtRest, r.AtRestProcs} {
+		if a == nil {
+			continue
+		}
+		fmt.Fprintf(w, "at rest over %.0fs: %d Raft entries (%.2f per TTL); disk %d B before snapshot, %d B after, %d B at the end of the window, %d B after a snapshot then\n",
 			a.WindowS, a.LeaseEntries, a.LeaseEntriesPerTTL, a.DiskBefore, a.DiskAfter, a.DiskEnd, a.DiskAfterWindow)
 		f("device\tRSS MiB\tCPU %% of a core\t\n")
 		for _, u := range a.Devices {

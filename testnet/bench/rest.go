@@ -13,8 +13,11 @@ import (
 )
 
 // procUsage reads this process's RSS (bytes) and CPU time (user+system) from /proc.
-func procUsage() (rss int64, cpu time.Duration, err error) {
-	b, err := os.ReadFile("/proc/self/status")
+func procUsage() (rss int64, cpu time.Duration, err error) { return procUsageAt("/proc/self") }
+
+// procUsageAt reads RSS and CPU time from a /proc/<pid> directory.
+func procUsageAt(dir string) (rss int64, cpu time.Duration, err error) {
+	b, err := os.ReadFile(dir + "/status")
 	if err != nil {
 		return 0, 0, err
 	}
@@ -27,7 +30,7 @@ func procUsage() (rss int64, cpu time.Duration, err error) {
 			}
 		}
 	}
-	st, err := os.ReadFile("/proc/self/stat")
+	st, err := os.ReadFile(dir + "/stat")
 	if err != nil {
 		return rss, 0, err
 	}
@@ -35,7 +38,7 @@ func procUsage() (rss int64, cpu time.Duration, err error) {
 	s := string(st)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	if len(f) < 13 {
-		return rss, 0, errors.New("short /proc/self/stat")
+		return rss, 0, errors.New("short " + dir + "/stat")
 	}
 	ut, _ := strconv.ParseInt(f[11], 10, 64) // utime, field 14
 	stt, _ := strconv.ParseInt(f[12], 10, 64)
