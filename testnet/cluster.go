@@ -515,3 +515,17 @@ func (c *Cluster) Timeline(r *Report) {
 	}
 	c.rec.fill(r)
 }
+
+// Rejections returns the apply's refusals by reason, the most any running replica
+// counted (a replica restored from a snapshot may have counted fewer).
+func (c *Cluster) Rejections() map[string]uint64 {
+	out := map[string]uint64{}
+	for _, n := range c.Nodes() {
+		for r, k := range n.Log().Rejections() {
+			if k > out[string(r)] {
+				out[string(r)] = k
+			}
+		}
+	}
+	return out
+}

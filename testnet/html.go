@@ -102,6 +102,9 @@ func renderReport(b *strings.Builder, r *Report) {
 	}
 	fmt.Fprintf(b, "<div class=\"small\">load: %d submitted, %d acknowledged, %d failed (unacknowledged, allowed) &middot; chain: %d commits, %d intents</div>\n",
 		r.Counts.Submitted, r.Counts.Acked, r.Counts.Failed, r.Counts.Commits, r.Counts.Intents)
+	if len(r.Rejections) > 0 {
+		fmt.Fprintf(b, "<div class=\"small\">entries refused by the apply's fencing (by reason): %s</div>\n", html.EscapeString(fmtRejections(r.Rejections)))
+	}
 }
 
 func timelineSVG(r *Report) string {

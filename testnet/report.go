@@ -95,6 +95,10 @@ type Report struct {
 	Growth   []Point      `json:"growth"`
 	Check    CheckResult  `json:"check"`
 	Counts   Counts       `json:"counts"`
+	// Rejections are the log entries the apply refused, by reason (the most any
+	// replica counted): epoch_mismatch, not_holder, bad_prev... are the fencing at
+	// work against stale holders and lost claim races.
+	Rejections map[string]uint64 `json:"rejections,omitempty"`
 	// Error is set when the drill itself failed (a fault could not be injected, the
 	// cluster never converged); such a report is not OK.
 	Error string `json:"error,omitempty"`

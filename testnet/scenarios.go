@@ -486,6 +486,7 @@ func RunScenario(ctx context.Context, cfg DrillConfig) (Report, error) {
 	res, err := c.Check(acks)
 	fail(err)
 	rep.Check = res
+	rep.Rejections = c.Rejections()
 	rep.Finished = time.Now()
 	c.Timeline(&rep)
 	attributeFailovers(&rep)
@@ -505,6 +506,9 @@ func RunScenario(ctx context.Context, cfg DrillConfig) (Report, error) {
 	d.Logf("%s %s: %d commits, %d intents, %d acked, forks %d, lost %d, duplicates %d, invalid %d, failovers [%s]",
 		verdict, sc.Name, rep.Check.Commits, rep.Check.Intents, rep.Check.Acked, rep.Check.Forks, rep.Check.Lost,
 		rep.Check.Dupes, rep.Check.Invalid, strings.Join(durs, ", "))
+	if len(rep.Rejections) > 0 {
+		d.Logf("fenced by the apply: %s", fmtRejections(rep.Rejections))
+	}
 	for _, f := range rep.Check.Findings {
 		d.Logf("  finding: %s", f)
 	}
@@ -564,4 +568,17 @@ func failoverText(f Failover) string {
 		s += fmt.Sprintf(" (%s after %s)", fmtDur(f.SinceFault), f.Fault)
 	}
 	return s
+}
+
+func fmtRejections(m map[string]uint64) string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	var parts []string
+	for _, k := range ks {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return strings.Join(parts, " ")
 }
