@@ -62,14 +62,17 @@ func (c *Cluster) Kill(d *Device) error {
 		return fmt.Errorf("kill %s: %w", d.Name, ErrNoDevice)
 	}
 	c.Event(d, EventKill, "kill "+d.Name)
-	d.gate.resume() // a killed paused device must not keep goroutines parked
+	// A killed paused device must not keep goroutines parked, and comes back with a
+	// running clock.
+	d.gate.resume()
+	d.Clock.Resume()
 	if err := n.Kill(); err != nil {
 		return fmt.Errorf("kill %s: %w", d.Name, err)
 	}
 	return nil
 }
 
-// Stop stops device d gracefully (releasing the lease if it holds it).
+// StopDevice stops device d gracefully (releasing the lease if it holds it).
 func (c *Cluster) StopDevice(ctx context.Context, d *Device) error {
 	n := d.detach()
 	if n == nil {
@@ -77,6 +80,7 @@ func (c *Cluster) StopDevice(ctx context.Context, d *Device) error {
 	}
 	c.Event(d, EventStop, "stop "+d.Name)
 	d.gate.resume()
+	d.Clock.Resume()
 	if err := n.Stop(ctx); err != nil {
 		return fmt.Errorf("stop %s: %w", d.Name, err)
 	}
