@@ -357,3 +357,20 @@ func TestVersion(t *testing.T) {
 		t.Fatal(out2)
 	}
 }
+
+func TestDataDirLock(t *testing.T) {
+	dir := t.TempDir()
+	unlock, err := lockDataDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lockDataDir(dir); err == nil || !strings.Contains(err.Error(), "already running") {
+		t.Fatalf("second lock: %v", err)
+	}
+	unlock()
+	unlock2, err := lockDataDir(dir)
+	if err != nil {
+		t.Fatalf("lock after unlock: %v", err)
+	}
+	unlock2()
+}

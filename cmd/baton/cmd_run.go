@@ -213,6 +213,11 @@ func (c *cli) runNode(ctx context.Context, f *runFlags, inv *invite) error {
 	if err != nil {
 		return err
 	}
+	unlock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	n, err := signer.Start(ctx, cfg)
 	if err != nil {
 		return err
