@@ -314,29 +314,41 @@ func parseOp(s string) (intentlog.Op, error) {
 	return 0, fmt.Errorf("%w: op %q: must be put or del", ErrBadRequest, s)
 }
 
-func (a *apiServer) postIntent(w http.ResponseWriter, r *http.Request) {
+// decodeIntent reads POST /v1/intents: the wait parameter and the body, validated as
+// the apply would (ValidateIntent). Every error maps to a 4xx.
+func decodeIntent(w http.ResponseWriter, r *http.Request) (intentlog.Intent, Wait, error) {
 	var wait Wait
 	switch q := r.URL.Query().Get("wait"); q {
 	case "", "committed":
 	case "signed":
 		wait = WaitSigned
 	default:
-		writeError(w, fmt.Errorf("%w: wait=%q: must be committed or signed", ErrBadRequest, q))
-		return
+		return intentlog.Intent{}, 0, fmt.Errorf("%w: wait=%q: must be committed or signed", ErrBadRequest, q)
 	}
 	var req IntentRequest
 	if err := decodeBody(w, r, &req, false); err != nil {
-		writeError(w, err)
-		return
+		return intentlog.Intent{}, 0, err
 	}
 	op, err := parseOp(req.Op)
+	if err != nil {
+		return intentlog.Intent{}, 0, err
+	}
+	in := intentlog.Intent{ID: req.ID, Op: op, Path: req.Path, Value: req.Value}
+	if err := ValidateIntent(&in); err != nil {
+		return intentlog.Intent{}, 0, err
+	}
+	return in, wait, nil
+}
+
+func (a *apiServer) postIntent(w http.ResponseWriter, r *http.Request) {
+	in, wait, err := decodeIntent(w, r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	ctx, cancel := apiCtx(r, DefaultSubmitTimeout)
 	defer cancel()
-	res, err := a.n.Submit(ctx, intentlog.Intent{ID: req.ID, Op: op, Path: req.Path, Value: req.Value}, wait)
+	res, err := a.n.Submit(ctx, in, wait)
 	if err != nil {
 		writeError(w, err)
 		return
