@@ -542,9 +542,11 @@ func (d *Drill) settle(ctx context.Context) error {
 	}
 }
 
-// faultKinds are the events a failover is attributed to.
+// faultKinds are the events a failover is attributed to: faults, and the recoveries
+// that can disturb a live holder too (a restarted device's Raft election, a resumed
+// device's stale proposals).
 var faultKinds = map[string]bool{EventKill: true, EventPause: true, EventPartition: true, EventStop: true,
-	EventRelease: true, EventLeave: true}
+	EventRelease: true, EventLeave: true, EventRestart: true, EventResume: true, EventHeal: true, EventJoin: true}
 
 // attributeFailovers names, for each failover, the last fault before the new
 // holder's first commit and the time since it.
