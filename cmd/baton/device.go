@@ -43,8 +43,6 @@ type device struct {
 	first bool
 }
 
-var errNotInitialized = errors.New("not initialized")
-
 // loadDevice reads the keys `baton init` wrote. Every problem names the file and what
 // to do.
 func loadDevice(dir string) (*device, error) {

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -51,8 +50,6 @@ type invite struct {
 	token []byte
 	exp   time.Time
 }
-
-var errBadInvite = errors.New("not a valid invite")
 
 func newJoinToken() ([]byte, error) {
 	t := make([]byte, 24)

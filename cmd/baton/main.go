@@ -1,7 +1,3 @@
-// Command baton runs a baton device: one binary with subcommands to create a device's
-// keys (init), add devices (invite, join), run the node (run), operate it over its local
-// API (status, submit, tail, export, lease, leave), check an exported chain (verify), and
-// watch a three-device cluster fail over on one machine (demo). Run `baton help`.
 package main
 
 import (
