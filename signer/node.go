@@ -238,6 +238,12 @@ func (c *Config) setDefaults() error {
 	if _, err := ParseDID(c.Chain); err != nil {
 		return fmt.Errorf("%w: chain: %w", ErrBadConfig, err)
 	}
+	if c.Bootstrap && c.Join != nil {
+		return fmt.Errorf("%w: Bootstrap and Join are exclusive", ErrBadConfig)
+	}
+	if c.Join != nil && len(c.Join.Seeds) == 0 {
+		return fmt.Errorf("%w: Join needs at least one seed", ErrBadConfig)
+	}
 	if c.TTL == 0 {
 		c.TTL = DefaultNodeTTL
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"testing"
 
 	"github.com/batonhq/baton/election"
@@ -55,5 +56,51 @@ func TestCodeMapping(t *testing.T) {
 	}
 	if _, err := NewClient("http://", ""); !errors.Is(err, ErrBadRequest) {
 		t.Fatalf("bad url: %v", err)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	psk, err := transport.GeneratePSK()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := testKey(t, 1)
+	other := testKey(t, 2)
+	good := func() Config { return Config{DataDir: t.TempDir(), PSK: psk, ChainKey: key} }
+	cases := map[string]func(*Config){
+		"no data dir":          func(c *Config) { c.DataDir = "" },
+		"no psk":               func(c *Config) { c.PSK = nil },
+		"short psk":            func(c *Config) { c.PSK = psk[:16] },
+		"chain is not the key": func(c *Config) { c.Chain = other.DID() },
+		"no chain, no key":     func(c *Config) { c.ChainKey = nil },
+		"bad chain did":        func(c *Config) { c.ChainKey, c.Chain = nil, "did:key:zNope" },
+		"bootstrap and join":   func(c *Config) { c.Bootstrap, c.Join = true, &JoinConfig{Seeds: []string{"x"}} },
+		"join without seeds":   func(c *Config) { c.Join = &JoinConfig{Token: []byte("t")} },
+		"negative ttl":         func(c *Config) { c.TTL = -1 },
+		"public tcp, no token": func(c *Config) { c.APIAddr = "0.0.0.0:7421" },
+		"bad tcp addr":         func(c *Config) { c.APIAddr = "nonsense" },
+	}
+	for name, mod := range cases {
+		c := good()
+		mod(&c)
+		if err := c.setDefaults(); !errors.Is(err, ErrBadConfig) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	c := good()
+	if err := c.setDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Chain != key.DID() || c.TTL != DefaultNodeTTL || c.Tick != DefaultNodeTick || c.Clock == nil ||
+		c.APISocket != filepath.Join(c.DataDir, SocketFile) || c.Logger == nil {
+		t.Fatalf("defaults: %+v", c)
+	}
+	replica := good()
+	replica.ChainKey, replica.Chain = nil, key.DID()
+	if err := replica.setDefaults(); err != nil {
+		t.Fatalf("replica: %v", err)
+	}
+	if _, err := Start(context.Background(), Config{}); !errors.Is(err, ErrBadConfig) {
+		t.Fatalf("Start with an empty config: %v", err)
 	}
 }
