@@ -8,6 +8,15 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
+// NewHCLogger adapts l for libraries that want an hclog.Logger (hashicorp/raft and
+// its network transport), the same adapter Open uses for Raft.
+func NewHCLogger(l *slog.Logger) hclog.Logger {
+	if l == nil {
+		l = slog.Default()
+	}
+	return newRaftLogger(l)
+}
+
 // newRaftLogger adapts slog for hashicorp/raft, which wants an hclog.Logger: hclog
 // formats each line, and the writer below hands it to slog at the matching level.
 func newRaftLogger(l *slog.Logger) hclog.Logger {

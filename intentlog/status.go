@@ -2,9 +2,7 @@ package intentlog
 
 import (
 	"fmt"
-	"log/slog"
 
-	"github.com/hashicorp/go-hclog"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -27,13 +25,4 @@ func (l *Log) IntentStatus(id string) (res IntentResult, ok bool, err error) {
 		return nil
 	})
 	return res, ok, err
-}
-
-// NewHCLogger adapts l for libraries that want an hclog.Logger (hashicorp/raft and
-// its network transport), the same adapter Open uses for Raft.
-func NewHCLogger(l *slog.Logger) hclog.Logger {
-	if l == nil {
-		l = slog.Default()
-	}
-	return newRaftLogger(l)
 }
