@@ -3,6 +3,7 @@ package testnet
 import (
 	"bytes"
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -95,6 +96,17 @@ func TestDrillPauseHolder(t *testing.T) {
 	failoverTo(t, rep, 5*time.Second)
 	hasEvent(t, rep, EventPause)
 	hasEvent(t, rep, EventResume)
+	// A proposal caught in flight at the pause goes out at resume, after the lease
+	// moved on: the apply must have refused it.
+	for _, e := range rep.Events {
+		if e.Kind == EventResume && strings.Contains(e.Label, "parked") {
+			if rep.Rejections["epoch_mismatch"]+rep.Rejections["not_holder"] == 0 {
+				t.Fatalf("stale proposals went out at resume (%q) but the apply refused none: %v", e.Label, rep.Rejections)
+			}
+			return
+		}
+	}
+	t.Log("no proposal was caught in flight this time")
 }
 
 func TestDrillPartitionHolder(t *testing.T) {

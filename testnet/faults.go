@@ -12,8 +12,9 @@ import (
 // gate freezes a device's proposals while it is paused (Knobs.BeforePropose waits
 // on it), including one already in flight inside the signer.
 type gate struct {
-	mu sync.Mutex
-	ch chan struct{} // nil: open; else closed at resume
+	mu     sync.Mutex
+	ch     chan struct{} // nil: open; else closed at resume
+	parked int           // proposals that waited since the last pause
 }
 
 func newGate() *gate { return &gate{} }
@@ -22,8 +23,16 @@ func (g *gate) pause() {
 	g.mu.Lock()
 	if g.ch == nil {
 		g.ch = make(chan struct{})
+		g.parked = 0
 	}
 	g.mu.Unlock()
+}
+
+// parkedCount returns how many proposals waited at the gate since the last pause.
+func (g *gate) parkedCount() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.parked
 }
 
 func (g *gate) resume() {
@@ -45,6 +54,9 @@ func (g *gate) paused() bool {
 func (g *gate) wait(ctx context.Context) {
 	g.mu.Lock()
 	ch := g.ch
+	if ch != nil {
+		g.parked++
+	}
 	g.mu.Unlock()
 	if ch == nil {
 		return
@@ -106,16 +118,28 @@ func (c *Cluster) Restart(ctx context.Context, d *Device) error {
 	return nil
 }
 
-// Pause freezes device d: its network is cut both ways (Host.Block on it and on every
-// peer), its signer's proposals block in Knobs.BeforePropose (one in flight stays in
-// flight), and its clock stops. Resume undoes all three; a proposal that was in flight
-// then goes out, and the apply's fencing must refuse it if the lease moved on.
+// Pause freezes device d mid-flight: first its proposals start parking in
+// Knobs.BeforePropose, and Pause waits (up to TTL/2) until one is caught there, so
+// that a proposal is in flight while the device is frozen; then its network is cut
+// both ways (Host.Block on it and on every peer) and its clock stops. Resume undoes
+// all three; the parked proposals then go out, and the apply's fencing must refuse
+// them if the lease moved on.
 func (c *Cluster) Pause(d *Device) error {
 	if !d.Running() {
 		return fmt.Errorf("pause %s: %w", d.Name, ErrNoDevice)
 	}
-	c.Event(d, EventPause, "pause "+d.Name)
 	d.gate.pause()
+	deadline := time.Now().Add(c.cfg.TTL / 2)
+	tk := time.NewTicker(2 * time.Millisecond)
+	for d.gate.parkedCount() == 0 && time.Now().Before(deadline) {
+		<-tk.C
+	}
+	tk.Stop()
+	label := "pause " + d.Name
+	if k := d.gate.parkedCount(); k > 0 {
+		label += fmt.Sprintf(" (%d proposal(s) caught in flight)", k)
+	}
+	c.Event(d, EventPause, label)
 	d.Clock.Pause()
 	c.applyBlocks()
 	return nil
@@ -123,7 +147,11 @@ func (c *Cluster) Pause(d *Device) error {
 
 // Resume unfreezes a paused device.
 func (c *Cluster) Resume(d *Device) {
-	c.Event(d, EventResume, "resume "+d.Name)
+	label := "resume " + d.Name
+	if k := d.gate.parkedCount(); k > 0 {
+		label += fmt.Sprintf(" (%d parked proposal(s) go out)", k)
+	}
+	c.Event(d, EventResume, label)
 	d.Clock.Resume()
 	d.gate.resume()
 	c.applyBlocks()
