@@ -282,6 +282,54 @@ func TestNodeCluster(t *testing.T) {
 		waitUntil(t, 10*time.Second, "three members after leave", func() bool { return nodes[0].State().Members == 3 })
 	})
 
+	t.Run("partitioned_holder_loses_the_lease", func(t *testing.T) {
+		h := holderOf(live()...)
+		if h == nil {
+			waitUntil(t, 5*time.Second, "a holder", func() bool { return holderOf(live()...) != nil })
+			h = holderOf(live()...)
+		}
+		var others []*Node
+		for _, n := range live() {
+			if n != h {
+				others = append(others, n)
+			}
+		}
+		lost, hold := h.Lost(), h.HoldContext()
+		start := time.Now()
+		for _, o := range others {
+			h.Host().Block(o.Host().ID())
+			o.Host().Block(h.Host().ID())
+		}
+		select {
+		case <-lost:
+		case <-time.After(2 * nodeTTL):
+			t.Fatal("the partitioned holder's Lost did not close")
+		}
+		lostAfter := time.Since(start)
+		if hold.Err() == nil {
+			t.Fatal("HoldContext not cancelled")
+		}
+		waitUntil(t, 4*nodeTTL, "a holder on the majority side", func() bool { return holderOf(others...) != nil })
+		took := time.Since(start)
+		if _, err := others[0].Submit(ctx, putIntent("majority-1"), WaitSigned); err != nil {
+			t.Fatal(err)
+		}
+		accept("majority-1")
+		t.Logf("partitioned holder: Lost after %s (may-sign window 2/3 TTL), majority holds after %s", fmtDur(lostAfter), fmtDur(took))
+		if lostAfter > nodeTTL {
+			t.Errorf("Lost closed %v after the partition, TTL %v", lostAfter, nodeTTL)
+		}
+		if h.Holds() {
+			t.Fatal("the partitioned device still holds")
+		}
+		for _, o := range others {
+			h.Host().Unblock(o.Host().ID())
+			o.Host().Unblock(h.Host().ID())
+		}
+		want := others[0].State().Head.Seq
+		waitUntil(t, 10*time.Second, "the healed device catches up", func() bool { return h.State().Head.Seq >= want })
+	})
+
 	var stoppedIdx int
 	t.Run("graceful_stop_of_holder", func(t *testing.T) {
 		h := holderOf(live()...)
