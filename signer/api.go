@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -160,7 +161,7 @@ func listenSocket(path string) (net.Listener, error) {
 }
 
 func (a *apiServer) serve(ln net.Listener, tcp bool) {
-	var h http.Handler = a.mux
+	var h http.Handler = a.logRequests(a.mux)
 	if token := a.n.cfg.APIToken; token != "" {
 		h = requireToken(h, token, tcp)
 	}
@@ -177,6 +178,40 @@ func (a *apiServer) serve(ln net.Listener, tcp bool) {
 		}
 	}()
 }
+
+// logRequests logs every request at debug level, and server errors at warn.
+func (a *apiServer) logRequests(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(sw, r)
+		level := slog.LevelDebug
+		if sw.status >= 500 {
+			level = slog.LevelWarn
+		}
+		a.n.logger.Log(r.Context(), level, "api request", "method", r.Method, "path", r.URL.Path,
+			"status", sw.status, "took", time.Since(start))
+	})
+}
+
+// statusWriter records the status; it keeps streaming (Flush) working.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // requireToken checks the bearer token; on the socket a request without one passes
 // (the socket's file mode is its access control) but a wrong one does not.
