@@ -46,6 +46,9 @@ var (
 	// ErrConflict: the request conflicts with the cluster state (e.g. a transfer to a
 	// device that is not a member, the last voter leaving).
 	ErrConflict = errors.New("signer: conflict")
+	// ErrUnreachable: a peer the operation needs could not be reached (wrong address,
+	// or a handshake failure: wrong or missing network key?).
+	ErrUnreachable = errors.New("signer: peer unreachable")
 	// ErrInternal: anything else.
 	ErrInternal = errors.New("signer: internal error")
 )
@@ -65,6 +68,7 @@ const (
 	CodeStopped      = "stopped"
 	CodeUnauthorized = "unauthorized"
 	CodeConflict     = "conflict"
+	CodeUnreachable  = "unreachable"
 	CodeInternal     = "internal"
 	CodeMethod       = "method_not_allowed"
 )
@@ -83,6 +87,7 @@ var codeSentinel = map[string]error{
 	CodeStopped:      ErrStopped,
 	CodeUnauthorized: ErrUnauthorized,
 	CodeConflict:     ErrConflict,
+	CodeUnreachable:  ErrUnreachable,
 	CodeInternal:     ErrInternal,
 	CodeMethod:       ErrBadRequest,
 }
@@ -113,8 +118,10 @@ func Code(err error) (code string, status int) {
 		return CodeRejected, http.StatusConflict
 	case errors.Is(err, ErrConflict), errors.Is(err, transport.ErrLastVoter):
 		return CodeConflict, http.StatusConflict
-	case errors.Is(err, ErrUnauthorized):
+	case errors.Is(err, ErrUnauthorized), errors.Is(err, transport.ErrBadToken):
 		return CodeUnauthorized, http.StatusUnauthorized
+	case errors.Is(err, transport.ErrNotMember):
+		return CodeConflict, http.StatusConflict
 	case errors.Is(err, ErrNoQuorum), errors.Is(err, transport.ErrNoLeader):
 		return CodeNoQuorum, http.StatusServiceUnavailable
 	case errors.Is(err, ErrTimeout), errors.Is(err, transport.ErrTimeout), errors.Is(err, intentlog.ErrTimeout),
@@ -125,6 +132,9 @@ func Code(err error) (code string, status int) {
 		return CodeNotLeader, http.StatusServiceUnavailable
 	case errors.Is(err, ErrStopped), errors.Is(err, intentlog.ErrClosed), errors.Is(err, transport.ErrClosed):
 		return CodeStopped, http.StatusServiceUnavailable
+	case errors.Is(err, ErrUnreachable), errors.Is(err, transport.ErrUnreachable), errors.Is(err, transport.ErrHandshake),
+		errors.Is(err, transport.ErrRefused):
+		return CodeUnreachable, http.StatusBadGateway
 	case errors.Is(err, context.Canceled):
 		return CodeTimeout, http.StatusGatewayTimeout
 	}

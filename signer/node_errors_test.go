@@ -33,6 +33,9 @@ func TestCodeMapping(t *testing.T) {
 		{intentlog.ErrLeadershipLost, CodeNotLeader, 503},
 		{intentlog.ErrClosed, CodeStopped, 503},
 		{errors.New("disk on fire"), CodeInternal, 500},
+		{fmt.Errorf("add: %w", transport.ErrHandshake), CodeUnreachable, 502},
+		{transport.ErrNotMember, CodeConflict, 409},
+		{transport.ErrBadToken, CodeUnauthorized, 401},
 		{&APIError{Status: 409, Code: CodeNotHolder}, CodeNotHolder, 409},
 	}
 	for _, tc := range cases {
