@@ -428,10 +428,18 @@ func (n *Node) Steal(ctx context.Context, reason string) error {
 	if n.cfg.ChainKey == nil {
 		return fmt.Errorf("%w: this device has no chain key and cannot sign", ErrConflict)
 	}
+	before := n.log.View()
+	d := n.lease.Decide()
+	// The evidence an auditor wants next to the history's reason: what this device
+	// saw of the lease it took (holder, epoch, record age by both clocks) and the head.
+	evidence := []any{"reason", reason, "prior_holder", before.Lease.Holder, "prior_epoch", before.Lease.Epoch,
+		"record_ts", before.Lease.TS, "record_ttl_ms", before.Lease.TTL, "wall_age", d.WallAge,
+		"observed_unchanged", d.Observed, "head_seq", before.Head.Seq, "pending", before.Pending}
 	if err := n.lease.Steal(ctx, reason); err != nil {
+		n.logger.Warn("operator steal failed", append(evidence, "err", err)...)
 		return fmt.Errorf("steal: %w", err)
 	}
-	n.logger.Warn("lease stolen by operator", "reason", reason, "epoch", n.lease.Epoch())
+	n.logger.Warn("lease stolen by operator", append(evidence, "epoch", n.lease.Epoch())...)
 	return nil
 }
 
