@@ -285,32 +285,49 @@ func (d *demo) run(ctx context.Context, dir string, logger *slog.Logger) error {
 	d.pause(ctx, time.Second)
 
 	// Phase 4: a graceful handover back to the restarted device.
+	// Holds is false for a moment around lease writes: poll for the holder.
+	cur, err := d.waitFor(ctx, 4*d.ttl, "holder to hand the lease over", func(s signer.State) bool {
+		return s.Lease.HeldByMe
+	})
+	if err != nil {
+		return err
+	}
 	var holderNode *signer.Node
 	for _, dv := range d.live() {
-		if n := dv.node.Load(); n != nil && n.Holds() {
+		if n := dv.node.Load(); n != nil && n.ID() == cur.ID {
 			holderNode = n
 		}
 	}
 	if holderNode == nil {
-		return errors.New("nobody holds the lease before the handover")
+		return errors.New("the holder went away before the handover")
 	}
-	cur := holderNode.State()
-	d.say("TRANSFER: %s hands the lease to %s (graceful, one Raft entry)", d.name(cur.ID), victim.name)
+	// Hand it to the restarted device (or, if that one won the lease meanwhile, to
+	// another one).
+	to := victim
+	if victim.node.Load().ID() == cur.ID {
+		for _, dv := range d.live() {
+			if dv != victim {
+				to = dv
+				break
+			}
+		}
+	}
+	d.say("TRANSFER: %s hands the lease to %s (graceful, one Raft entry)", d.name(cur.ID), to.name)
 	transferAt := time.Now()
 	tctx, tcancel := context.WithTimeout(ctx, 10*time.Second)
-	err = holderNode.Transfer(tctx, victim.node.Load().ID())
+	err = holderNode.Transfer(tctx, to.node.Load().ID())
 	tcancel()
 	if err != nil {
 		return fmt.Errorf("transfer: %w", err)
 	}
-	hs, err := d.waitOn(ctx, victim, 10*time.Second, "a commit by the new holder after the transfer", func(s signer.State) bool {
+	hs, err := d.waitOn(ctx, to, 10*time.Second, "a commit by the new holder after the transfer", func(s signer.State) bool {
 		return s.Head.Epoch > cur.Lease.Epoch && s.Head.Signer == s.ID
 	})
 	if err != nil {
 		return err
 	}
 	handover := time.Since(transferAt)
-	d.say("HANDOVER done: %s signs at epoch %d, %s after the transfer (no TTL wait)", victim.name, hs.Head.Epoch, handover.Round(time.Millisecond))
+	d.say("HANDOVER done: %s signs at epoch %d, %s after the transfer (no TTL wait)", to.name, hs.Head.Epoch, handover.Round(time.Millisecond))
 	d.handover = handover
 	d.pause(ctx, time.Second)
 
