@@ -313,20 +313,7 @@ func TestE2ECluster(t *testing.T) {
 	}
 
 	// kill -9 the holder: another device takes over and the chain continues.
-	before, err := state(data[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	holder := -1
-	for i := range data {
-		if st, err := state(data[i]); err == nil && st.Lease.HeldByMe {
-			holder = i
-		}
-	}
-	if holder < 0 {
-		t.Fatalf("no holder: %+v", before.Lease)
-	}
-	hst, _ := state(data[holder])
+	holder, hst := findHolder(t, data)
 	killedAt := time.Now()
 	procs[holder].kill9(t)
 	survivor := (holder + 1) % 3
@@ -448,16 +435,7 @@ func TestE2ECluster(t *testing.T) {
 
 	// SIGTERM stops the holder gracefully (exit 0, lease released): another device
 	// holds the lease again within a few Raft round trips, far below the TTL wait.
-	var h2 int = -1
-	for i := range data {
-		if st, err := state(data[i]); err == nil && st.Lease.HeldByMe {
-			h2 = i
-		}
-	}
-	if h2 < 0 {
-		t.Fatal("no holder before SIGTERM")
-	}
-	h2st, _ := state(data[h2])
+	h2, h2st := findHolder(t, data)
 	if err := procs[h2].cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -503,6 +481,23 @@ func TestE2ECluster(t *testing.T) {
 	if !strings.Contains(out, "signed") {
 		t.Fatal(out)
 	}
+}
+
+// findHolder polls until a device says it holds the lease (HeldByMe is briefly false
+// around lease writes).
+func findHolder(t *testing.T, data []string) (int, signer.State) {
+	t.Helper()
+	idx, st := -1, signer.State{}
+	eventually(t, 10*time.Second, "a lease holder", func() (bool, string) {
+		for i := range data {
+			if s, err := state(data[i]); err == nil && s.Lease.HeldByMe {
+				idx, st = i, s
+				return true, ""
+			}
+		}
+		return false, "nobody holds"
+	})
+	return idx, st
 }
 
 // TestE2EClientErrors: commands against a data dir without a running node fail with
