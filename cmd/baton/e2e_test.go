@@ -238,7 +238,13 @@ func TestE2ECluster(t *testing.T) {
 		t.Fatalf("init printed no chain: %s", out)
 	}
 	l1 := freeListen(t)
-	procs[0] = start(t, "b1", data[0], l1, append([]string{"run", "--data", data[0], "--listen", l1}, e2eFlags...)...)
+	apiLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiAddr := apiLn.Addr().String()
+	apiLn.Close()
+	procs[0] = start(t, "b1", data[0], l1, append([]string{"run", "--data", data[0], "--listen", l1, "--api-addr", apiAddr, "--api-token", "s3cret"}, e2eFlags...)...)
 	eventually(t, 20*time.Second, "b1 to lead and hold the lease", func() (bool, string) {
 		st, err := state(data[0])
 		if err != nil {
@@ -246,6 +252,14 @@ func TestE2ECluster(t *testing.T) {
 		}
 		return st.Raft.Role == "Leader" && st.Lease.HeldByMe, fmt.Sprintf("%+v %+v", st.Raft, st.Lease)
 	})
+
+	// The TCP API needs the token (flag or BATON_API_TOKEN).
+	if out := mustBin(t, "status", "--api", "http://"+apiAddr, "--api-token", "s3cret", "--json"); !strings.Contains(out, `"held_by_me": true`) {
+		t.Fatalf("status over TCP: %s", out)
+	}
+	if code, _, errs := bin(t, "", "status", "--api", "http://"+apiAddr, "--api-token", "wrong"); code != 1 || !strings.Contains(errs, "unauthorized") {
+		t.Fatalf("wrong token: %d %q", code, errs)
+	}
 
 	// Device 2: init --from an invite, then join with it. Device 3: join alone (it
 	// initializes from the invite).
