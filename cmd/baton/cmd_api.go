@@ -297,7 +297,11 @@ func printStatus(w io.Writer, st signer.State, members []signer.MemberJSON, merr
 	if st.Signer {
 		fmt.Fprintf(tw, "signer loop\t%d commits accepted, %d rejected, %d claims, %d renewals\n", st.Loop.CommitsAccepted, st.Loop.CommitsRejected, st.Loop.LeaseClaims, st.Loop.LeaseRenews)
 		if st.Loop.LastError != "" {
-			fmt.Fprintf(tw, "last error\t%s\n", oneLine(st.Loop.LastError))
+			age := ""
+			if !st.Loop.LastErrorAt.IsZero() {
+				age = " (" + time.Since(st.Loop.LastErrorAt).Round(time.Second).String() + " ago)"
+			}
+			fmt.Fprintf(tw, "last error%s\t%s\n", age, oneLine(st.Loop.LastError))
 		}
 	}
 	if st.SuspectedSkew {
