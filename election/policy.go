@@ -250,7 +250,13 @@ func (p Policy) Decide(in Input) Decision {
 	if rec.Holder == in.Self {
 		transfer := in.HavePrevious && in.Previous.Holder != "" && in.Previous.Holder != in.Self &&
 			in.Previous.Epoch+1 == rec.Epoch
-		if !in.EverHeld || transfer {
+		if transfer {
+			// A transfer names us explicitly: our own release standoff (meant to let
+			// others claim a lease we gave up) does not apply to it.
+			d.Action, d.Why = Claim, WhyAdopt
+			return d
+		}
+		if !in.EverHeld {
 			d.Action, d.Why = Claim, WhyAdopt
 			return p.standoff(in, d)
 		}

@@ -81,6 +81,8 @@ func TestPolicyDecide(t *testing.T) {
 	twinLapsed.Record.TS = wall0.Add(-pTTL).UnixMilli()
 	adoptStandoff := adoptBoot
 	adoptStandoff.Standoff = mono0 + time.Second
+	transferStandoff := adoptTransfer
+	transferStandoff.Standoff = mono0 + time.Second
 
 	suspended := own(time.Second, 7*time.Second) // monotonic stood still while asleep
 	wallBack := own(time.Second, -time.Hour)     // wall clock stepped back an hour
@@ -121,6 +123,7 @@ func TestPolicyDecide(t *testing.T) {
 		{"own id, no memory, previous two epochs back: wait it out", farTransfer, want{Wait, WhyLive, false, false, pTTL}},
 		{"own id, no memory, twin record lapsed: claim", twinLapsed, want{Claim, WhyLapsed, false, false, 0}},
 		{"own id, adopt while standing off: wait", adoptStandoff, want{Wait, WhyStandoff, false, false, time.Second}},
+		{"own id, transferred to us while standing off: adopt at once", transferStandoff, want{Claim, WhyAdopt, false, false, 0}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
