@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -65,4 +66,33 @@ func short(ev intentlog.Event) string {
 		return fmt.Sprintf("%v", e.Head.Seq)
 	}
 	return ""
+}
+
+// TestProfileIdle writes a CPU profile of an idle three-device cluster (BENCH_IDLE_PROFILE=file;
+// a diagnostic, not a check).
+func TestProfileIdle(t *testing.T) {
+	out := os.Getenv("BENCH_IDLE_PROFILE")
+	if out == "" {
+		t.Skip("diagnostic: BENCH_IDLE_PROFILE=cpu.out")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := StartCluster(ctx, ClusterConfig{Dir: t.TempDir(), TTL: 15 * time.Second, Tick: 2 * time.Second, Raft: clusterRaft})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := sleepCtx(ctx, 5*time.Second); err != nil { // settle
+		t.Fatal(err)
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		t.Fatal(err)
+	}
+	_ = sleepCtx(ctx, 20*time.Second) // the idle window being profiled
+	pprof.StopCPUProfile()
 }
