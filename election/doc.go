@@ -42,7 +42,9 @@
 //     applies because the holder gave the lease up. Graceful handover thus takes a few
 //     Raft round trips, not a TTL. The releasing device itself stands off for one TTL
 //     (WhyStandoff, ErrStandoff) so that a standby, not the releaser's own loop, picks
-//     the lease up; if nobody does, it may claim again. The standoff never delays
+//     the lease up; if nobody does, it may claim again. The standoff ends as soon as
+//     another device has taken the lease (a later handover must not find every
+//     standby standing off), and it never delays
 //     adopting a lease transferred to this device by name (rule 8's transfer case).
 //
 //  5. Renew is write-gated: the holder writes a RenewEntry only once ttl/2 has passed

@@ -642,6 +642,12 @@ func (l *Lease) refreshLocked() (Decision, intentlog.View) {
 		}
 		l.cur, l.firstSeen, l.seen, l.skewNoted = rec, mono, true, false
 		l.dropWritesLocked(func(w write) bool { return w.epoch < rec.Epoch })
+		if l.standoff != 0 && rec.Epoch > l.yieldEp {
+			// Someone took the lease after our release or transfer: the standoff (which
+			// lets a standby pick up what we gave away) has served its purpose. Keeping
+			// it would stall a later handover with every standby standing off.
+			l.standoff = 0
+		}
 	}
 	in := Input{
 		Record:       rec,

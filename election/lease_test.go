@@ -891,3 +891,25 @@ func TestReleaseEndsHoldEvenIfNotProposed(t *testing.T) {
 		t.Fatalf("record %+v", rec)
 	}
 }
+
+// Back-to-back handovers: a's standoff after its release must end once b has taken the
+// lease, so that when b releases in turn a claims at once instead of a TTL later.
+func TestStandoffEndsWhenAnotherClaims(t *testing.T) {
+	c := newCluster("a", "b")
+	a, b := newDev(t, c, "a"), newDev(t, c, "b")
+	mustClaim(t, a)
+	if err := a.l.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustClaim(t, b); got != 2 {
+		t.Fatalf("b claimed epoch %d, want 2", got)
+	}
+	a.l.Observe() // a sees b's claim
+	if err := b.l.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	// No clock advance at all: well inside the TTL after a's own release.
+	if held, err := a.l.RenewOrClaim(ctxT(t)); !held || err != nil || a.l.Epoch() != 3 {
+		t.Fatalf("a after b's release: held %v err %v epoch %d, want a hold at epoch 3", held, err, a.l.Epoch())
+	}
+}
