@@ -70,15 +70,12 @@ func TestProcsKillHolder(t *testing.T) {
 	hasEvent(t, rep, EventRestart)
 }
 
-// TestProcsPauseHolder runs SIGSTOP/SIGCONT on the holder's process. It is opt-in
-// (BATON_PROCS_PAUSE=1): on the development machine about one run in three stalls
-// after the takeover (the new holder's claim commits, then every proposal times out
-// until the stopped process is continued; see docs/DRILLS.md), a liveness problem
-// below testnet that this test is meant to catch once fixed.
+// TestProcsPauseHolder runs SIGSTOP/SIGCONT on the holder's process (also the Raft
+// leader). Unlike the in-process pause, the stopped process keeps its TCP connections
+// open and never answers: proposals forwarded to it must be abandoned once the
+// survivors elect a new leader (transport's TestFrozenLeaderLiveMembersKeepCommitting
+// is the fast version of this).
 func TestProcsPauseHolder(t *testing.T) {
-	if os.Getenv("BATON_PROCS_PAUSE") == "" {
-		t.Skip("opt-in: BATON_PROCS_PAUSE=1 (known stall under SIGSTOP, see docs/DRILLS.md)")
-	}
 	rep := runProcsTest(t, "pause-holder")
 	hasEvent(t, rep, EventPause)
 }

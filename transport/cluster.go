@@ -88,6 +88,9 @@ type Cluster struct {
 	obs      *raft.Observer
 	syncKick chan struct{}
 
+	leaderMu sync.Mutex
+	leaderCh chan struct{} // closed and replaced whenever the local Raft's leader changes
+
 	pendingMu sync.Mutex
 	pending   map[peer.ID]int    // joins in progress on this leader: keep them in the book
 	dropLater map[peer.ID]uint64 // removed members -> tick generation when removed
@@ -133,11 +136,18 @@ func NewCluster(h *Host, r Raft, apply ApplyFunc, cfg ClusterConfig) (*Cluster, 
 		syncKick:  make(chan struct{}, 1),
 		pending:   map[peer.ID]int{},
 		dropLater: map[peer.ID]uint64{},
+		leaderCh:  make(chan struct{}),
 		ctx:       ctx, cancel: cancel,
 	}
+	// The filter runs synchronously in Raft's observe (after the new leader is
+	// visible through LeaderWithID), so leader changes are signalled even when the
+	// buffered observation channel is full and the observation itself is dropped.
 	c.obs = raft.NewObserver(c.obsCh, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
-		case raft.PeerObservation, raft.LeaderObservation:
+		case raft.LeaderObservation:
+			c.leaderChanged()
+			return true
+		case raft.PeerObservation:
 			return true
 		}
 		return false
@@ -187,6 +197,23 @@ func (c *Cluster) Leader() peer.ID {
 		return ""
 	}
 	return p
+}
+
+// leaderWatch returns a channel that is closed at the next change of the local Raft's
+// leader (to another peer or to none). Take it before reading the leader.
+func (c *Cluster) leaderWatch() <-chan struct{} {
+	c.leaderMu.Lock()
+	defer c.leaderMu.Unlock()
+	return c.leaderCh
+}
+
+// leaderChanged wakes every leaderWatch. Called from Raft's observer filter: it must
+// not block.
+func (c *Cluster) leaderChanged() {
+	c.leaderMu.Lock()
+	close(c.leaderCh)
+	c.leaderCh = make(chan struct{})
+	c.leaderMu.Unlock()
 }
 
 // withDeadline applies ProposeTimeout when ctx has no deadline.

@@ -84,10 +84,15 @@
 // # Safety and liveness
 //
 // Propose may return ErrTimeout after the leader committed the entry, and retries an
-// entry after raft.ErrLeadershipLost (which may also have committed it): entries must
-// be idempotent. baton's are (intent IDs dedupe; lease entries compare-and-set; a
-// commit is fenced by epoch and prev hash). Block/Unblock exist for fault injection
-// (partitions in tests and drills) and are not needed in normal operation.
+// entry after raft.ErrLeadershipLost (which may also have committed it) and when the
+// leader it forwarded the entry to stops being the leader as seen by the local Raft
+// (a leader that hangs with its connections open, as under SIGSTOP, never answers and
+// never closes the stream; the retry goes to the new leader within about a heartbeat
+// timeout): entries must be idempotent. baton's are (intent IDs dedupe; lease
+// entries compare-and-set; a commit is fenced by epoch and prev hash). Block/Unblock
+// exist for fault injection (partitions in tests and drills) and are not needed in
+// normal operation; they close connections, so they do not show a hung peer (the
+// tests freeze one behind a TCP proxy instead).
 //
 // All exported methods of Host and Cluster are safe for concurrent use.
 package transport

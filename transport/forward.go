@@ -18,7 +18,10 @@ import (
 // current leader over ForwardProtocol (one request, one response on a fresh stream of
 // the open connection). While the leader is unknown or changing it retries with
 // bounded exponential backoff, until ctx's deadline (or ProposeTimeout when ctx has
-// none); it never returns later than that.
+// none); it never returns later than that. A forwarded request is abandoned and
+// retried as soon as the local Raft sees another leader (or none), so a leader that
+// hangs with its connections open (a stopped process) holds a proposal for about one
+// heartbeat timeout, not until the deadline.
 //
 // Errors: ErrNoLeader when no leader could be reached before the deadline;
 // ErrTimeout (also matching context.DeadlineExceeded) when the deadline passed while
@@ -46,6 +49,7 @@ func (c *Cluster) toLeader(ctx context.Context, kind byte, payload []byte, local
 		if c.ctx.Err() != nil {
 			return nil, ErrClosed
 		}
+		changed := c.leaderWatch() // before reading the leader: no change goes unseen
 		_, lid := c.r.LeaderWithID()
 		switch {
 		case c.r.State() == raft.Leader:
@@ -67,8 +71,14 @@ func (c *Cluster) toLeader(ctx context.Context, kind byte, payload []byte, local
 			if err != nil {
 				return nil, fmt.Errorf("leader id %q: %w", lid, err)
 			}
-			code, body, err := c.call(ctx, leader, ForwardProtocol, kind, payload)
+			code, body, err := c.forward(ctx, leader, kind, payload, changed)
 			switch {
+			case errors.Is(err, errLeaderChanged):
+				// The request may have reached the old leader: in flight. Retry at
+				// once with whoever leads now (or wait for a leader).
+				lastErr, inFlight = fmt.Errorf("forward to %s: %w", leader, err), true
+				wait = c.cfg.RetryMin
+				continue
 			case err != nil:
 				lastErr, inFlight = fmt.Errorf("forward to %s: %w", leader, err), ctx.Err() != nil
 			case code == codeOK:
@@ -134,6 +144,42 @@ func (c *Cluster) deadlineError(ctx context.Context, lastErr error, inFlight boo
 func isNotLeader(err error) bool {
 	return errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
 		errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, ErrNotLeader)
+}
+
+// errLeaderChanged: a forwarded request was abandoned because the local Raft no
+// longer sees its target as the leader.
+var errLeaderChanged = errors.New("leader changed while the request was in flight")
+
+// forward sends one request to leader over ForwardProtocol and waits for the answer,
+// but abandons it (resetting the stream; the error matches errLeaderChanged) as soon
+// as the local Raft stops seeing leader as the leader. A leader that hangs without
+// closing its connections (a stopped process, a frozen machine or VM) accepts the
+// request into its TCP and yamux buffers and never answers: without this, the
+// request would wait for the whole deadline although the rest of the cluster has
+// elected a new leader within an election timeout, and every proposal queued behind
+// it would time out too. changed is a leaderWatch taken before leader was read.
+func (c *Cluster) forward(ctx context.Context, leader peer.ID, kind byte, payload []byte, changed <-chan struct{}) (byte, []byte, error) {
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		for {
+			select {
+			case <-cctx.Done():
+				return
+			case <-changed:
+			}
+			changed = c.leaderWatch()
+			if _, id := c.r.LeaderWithID(); string(id) != leader.String() {
+				cancel(errLeaderChanged)
+				return
+			}
+		}
+	}()
+	code, body, err := c.call(cctx, leader, ForwardProtocol, kind, payload)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(cctx), errLeaderChanged) {
+		return 0, nil, fmt.Errorf("%w (%v)", errLeaderChanged, err)
+	}
+	return code, body, err
 }
 
 // call sends one request to p on proto and reads the response, bounded by ctx.

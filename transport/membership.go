@@ -497,6 +497,7 @@ func (c *Cluster) syncOnce() {
 	inCfg := map[peer.ID]bool{}
 	selfIn := false
 	book := c.h.book.all()
+	var missing []peer.ID // members without addresses in the book
 	for _, s := range servers {
 		p, err := peer.Decode(string(s.ID))
 		if err != nil {
@@ -508,10 +509,15 @@ func (c *Cluster) syncOnce() {
 			continue
 		}
 		inCfg[p] = true
-		if as, ok := book[p]; ok && len(as) > 0 {
-			c.h.gater.setMember(p, true)
-			continue
+		// Admit every member at once, before any address lookup: a lookup asks the
+		// leader, which may hang (a stopped process keeps its connections open), and
+		// a member refused meanwhile can neither vote nor replicate with this device.
+		c.h.gater.setMember(p, true)
+		if as, ok := book[p]; !ok || len(as) == 0 {
+			missing = append(missing, p)
 		}
+	}
+	for _, p := range missing {
 		if err := c.h.AddMember(peer.AddrInfo{ID: p, Addrs: c.lookupAddrs(p)}); err != nil {
 			c.log.Error("record member", "peer", p, "err", err)
 		}
@@ -527,11 +533,13 @@ func (c *Cluster) syncOnce() {
 	}
 }
 
-// lookupAddrs asks the leader for p's addresses, falling back to the peerstore.
+// lookupAddrs asks the leader for p's addresses, falling back to the peerstore. The
+// request is abandoned when the local Raft stops seeing that leader (see forward).
 func (c *Cluster) lookupAddrs(p peer.ID) []ma.Multiaddr {
+	changed := c.leaderWatch()
 	if l := c.Leader(); l != "" && l != c.h.ID() && l != p {
 		ctx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
-		code, body, err := c.call(ctx, l, ForwardProtocol, kindAddrs, []byte(p.String()))
+		code, body, err := c.forward(ctx, l, kindAddrs, []byte(p.String()), changed)
 		cancel()
 		if err == nil && code == codeOK {
 			var ss []string
