@@ -101,6 +101,13 @@ func (a *applier) intents(idx uint64, e IntentsEntry) Result {
 			a.countReject(r)
 		} else if d, ok := a.dedupeGet(in.ID); ok {
 			ir = IntentResult{ID: in.ID, Accepted: true, Index: d.Index, Duplicate: true, Seq: d.Seq}
+		} else if a.m.PendCount >= a.dedupe {
+			// The queue is FIFO and commits take its oldest intents, so while at most
+			// dedupe intents are pending every pending ID is still in the dedupe window:
+			// a retried ID can never be queued twice. Beyond that, refuse (the client
+			// retries once the chain moves) rather than forget IDs that are unsigned.
+			ir.Reason = ReasonBacklog
+			a.countReject(ReasonBacklog)
 		} else {
 			if in.Op == OpDel {
 				in.Value = nil

@@ -136,6 +136,7 @@ const (
 	ReasonBadSignature  Reason = "bad_signature"  // verifier refused the commit
 	ReasonNoReason      Reason = "missing_reason" // forced claim without a reason
 	ReasonBadEntry      Reason = "bad_entry"      // fields out of range (e.g. ttl <= 0)
+	ReasonBacklog       Reason = "backlog"        // pending queue full (DedupeWindow intents): retry once the chain moves
 )
 
 // IntentResult is the outcome of one intent in an IntentsEntry. A repeated ID reports

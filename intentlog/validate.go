@@ -16,6 +16,9 @@ const (
 	// MaxEntryBytes bounds one encoded entry accepted by Propose and ApplyEncoded.
 	MaxEntryBytes = 16 << 20
 	// DedupeWindow is how many of the most recent accepted intent IDs are remembered.
+	// It is also the most intents that may be pending at once: an intent arriving at a
+	// full queue is rejected with ReasonBacklog, so that no unsigned ID ever leaves the
+	// window (a retry of a pending intent is always recognised as a duplicate).
 	DedupeWindow = 65536
 	// LeaseHistoryLen is how many lease events are kept (oldest evicted first).
 	LeaseHistoryLen = 1024
