@@ -264,6 +264,9 @@ func (l *Log) apply(ctx context.Context, data []byte) (Result, error) {
 		}
 	}
 	fut := l.raft.Apply(data, timeout)
+	if f, ok := ctx.Value(enqueuedKey{}).(func()); ok {
+		f()
+	}
 	if done := ctx.Done(); done != nil {
 		waited := make(chan struct{})
 		go func() { _ = fut.Error(); close(waited) }()
@@ -285,6 +288,18 @@ func (l *Log) apply(ctx context.Context, data []byte) (Result, error) {
 	}
 	l.nudge(data)
 	return res, nil
+}
+
+type enqueuedKey struct{}
+
+// WithEnqueued returns a context that makes Propose and ApplyEncoded on this node
+// call f once the entry has been handed to Raft's apply queue (before it is
+// replicated, committed or applied; also when the hand-over failed): any entry this
+// node proposes after f has run is appended after it, if both are appended in the
+// same term. A forwarded proposal runs f on the leader only if the leader is this
+// process. f must not block.
+func WithEnqueued(ctx context.Context, f func()) context.Context {
+	return context.WithValue(ctx, enqueuedKey{}, f)
 }
 
 func mapRaftErr(err error) error {

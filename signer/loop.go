@@ -60,6 +60,16 @@ type Lease interface {
 	Release(ctx context.Context) error
 }
 
+// inflightSource is an optional capability of a ChainLog (the node's proposer has
+// it): the intents entries this device has already handed to its own Raft leader's
+// apply queue and whose apply the local replica does not show yet, oldest first. A
+// commit proposed after reading them is appended behind them, so the loop may sign
+// them at once ("predicted" ops) and the Intents entry and its Commit share a Raft
+// round. The apply remains the only fence: a wrong prediction is refused (bad_ops).
+type inflightSource interface {
+	Inflight() [][]intentlog.Intent
+}
+
 // leaseDecider is an optional capability of a Lease (*election.Lease has it): the
 // policy's next deadline, so that the lease tick wakes exactly then.
 type leaseDecider interface {
@@ -184,6 +194,13 @@ type LoopStats struct {
 	HeldAtLastTick   bool
 	Steps            uint64 // signer evaluations (each looks at the applied state once)
 	PendingAtLastRun int
+	// Predicted counts commits whose ops included intents of an entry not yet
+	// applied here (inflightSource); Mispredicted those the apply refused for their
+	// ops (the loop then signs on the applied state); Reproposed re-sends of a commit
+	// whose first proposal had an unknown outcome (the same bytes, never re-signed).
+	Predicted    uint64
+	Mispredicted uint64
+	Reproposed   uint64
 }
 
 // Loop is the signer loop of one device: a lease tick that renews or claims, and a
@@ -215,6 +232,24 @@ type Loop struct {
 	lastHead   uint64        // head seq last seen (progress)
 	wedgeSince time.Duration // mono when the current no-progress stretch began; -1: none
 	wedgeEpoch uint64        // the epoch given up as wedged (its release is retried while held)
+	// unsure is the last signed commit whose proposal had an unknown outcome: it may
+	// still apply, so no other commit is signed for its seq until the local replica
+	// shows that it cannot (head at or past its seq, or another epoch); meanwhile it
+	// is proposed again as is.
+	unsure *signedCommit
+	// noPredict: the last predicted commit was refused for its ops; the next one is
+	// built on the applied queue only.
+	noPredict bool
+}
+
+// signedCommit is a commit this loop signed, as proposed.
+type signedCommit struct {
+	raw   []byte
+	seq   uint64
+	epoch uint64
+	ops   int
+	// predicted: its ops included intents not yet applied when it was signed.
+	predicted bool
 }
 
 // NewLoop validates cfg and returns a Loop. It does not start it.
@@ -283,6 +318,9 @@ func (l *Loop) arm(d time.Duration) (<-chan struct{}, func()) {
 	}
 	return ch, func() { stop(); unpark() }
 }
+
+// wake makes the signer look at the state again (an intents entry was queued).
+func (l *Loop) wake() { kick(l.kickSig) }
 
 // Run runs the lease tick and the signer until ctx is done. On a graceful stop it
 // releases the lease if this device holds it (bounded by ReleaseTimeout), so that a
@@ -470,30 +508,58 @@ func (l *Loop) step(ctx context.Context) stepResult {
 		return stepRetry
 	}
 	epoch := l.canSign(v)
-	if epoch == 0 || v.Pending == 0 {
+	if epoch == 0 {
 		l.wedgeSince = -1
 		return stepWait
 	}
-	if l.wedgeSince < 0 {
-		l.wedgeSince = mono
-	}
-	if timeout := l.wedgeTimeout(v); mono-l.wedgeSince >= timeout {
-		l.releaseWedged(ctx, epoch, v, mono-l.wedgeSince)
-		return stepWait
+	if v.Pending == 0 {
+		l.wedgeSince = -1 // intents only in flight do not count as waiting
+	} else {
+		if l.wedgeSince < 0 {
+			l.wedgeSince = mono
+		}
+		if timeout := l.wedgeTimeout(v); mono-l.wedgeSince >= timeout {
+			l.releaseWedged(ctx, epoch, v, mono-l.wedgeSince)
+			return stepWait
+		}
 	}
 	if v.Head.Seq < l.awaitSeq {
 		return stepWait // our last commit is accepted but not applied here yet
 	}
+	if u := l.unsure; u != nil {
+		// Any later apply of u runs on a state that descends from the local one:
+		// with the head at or past its seq, or the epoch moved on, it can no longer
+		// apply.
+		if v.Head.Seq >= u.seq || v.Lease.Epoch != u.epoch || epoch != u.epoch {
+			l.unsure = nil
+		} else {
+			if !l.stillHolds(epoch) {
+				return stepWait
+			}
+			l.count(func(s *LoopStats) { s.Reproposed++ })
+			return l.propose(ctx, u, v)
+		}
+	}
 
-	ops, err := l.cfg.Log.Pending(l.cfg.MaxBatchCount, l.cfg.MaxBatchBytes)
-	if err != nil {
-		l.noteErr(err)
-		l.log.Error("reading pending intents failed", "err", err)
-		return stepRetry
+	var ops []intentlog.Intent
+	if v.Pending > 0 {
+		var err error
+		if ops, err = l.cfg.Log.Pending(l.cfg.MaxBatchCount, l.cfg.MaxBatchBytes); err != nil {
+			l.noteErr(err)
+			l.log.Error("reading pending intents failed", "err", err)
+			return stepRetry
+		}
+	}
+	predicted := false
+	if fs, ok := l.cfg.Log.(inflightSource); ok && !l.noPredict && len(ops) == v.Pending {
+		// Read after Pending: an entry applied in between is either in ops (and
+		// skipped below) or no longer reported as in flight.
+		ops, predicted = l.predict(ops, fs.Inflight())
 	}
 	if len(ops) == 0 {
 		return stepWait
 	}
+	l.noPredict = false
 	c := Commit{
 		Seq:    v.Head.Seq + 1,
 		Epoch:  epoch,
@@ -515,63 +581,118 @@ func (l *Loop) step(ctx context.Context) stepResult {
 		l.log.Error("signing a commit failed", "seq", c.Seq, "epoch", epoch, "err", err)
 		return stepRetry
 	}
+	if predicted {
+		l.count(func(s *LoopStats) { s.Predicted++ })
+	}
 	if !l.stillHolds(epoch) { // right before proposing
+		// Signed but never proposed: it cannot apply, nothing else holds it.
 		return stepWait
 	}
+	return l.propose(ctx, &signedCommit{raw: raw, seq: c.Seq, epoch: epoch, ops: len(ops), predicted: predicted}, v)
+}
+
+// predict appends to ops (the applied queue, complete) the in-flight intents, in
+// order, within the batch limits. An entry with an intent already in ops was applied
+// meanwhile and is skipped; an ID repeated within the prediction is left out, as the
+// apply would (a no-op duplicate).
+func (l *Loop) predict(ops []intentlog.Intent, flight [][]intentlog.Intent) ([]intentlog.Intent, bool) {
+	if len(flight) == 0 {
+		return ops, false
+	}
+	seen := make(map[string]bool, len(ops))
+	var size int64
+	for _, in := range ops {
+		seen[in.ID] = true
+		size += int64(len(in.Path) + len(in.Value))
+	}
+	added := false
+entries:
+	for _, e := range flight {
+		for _, in := range e {
+			if seen[in.ID] {
+				continue entries // applied already: its intents are in ops
+			}
+		}
+		for _, in := range e {
+			sz := int64(len(in.Path) + len(in.Value))
+			if len(ops) >= l.cfg.MaxBatchCount || (len(ops) > 0 && size+sz > l.cfg.MaxBatchBytes) {
+				break entries // the rest goes into the next commit
+			}
+			if seen[in.ID] {
+				continue
+			}
+			seen[in.ID] = true
+			size += sz
+			ops = append(ops, in)
+			added = true
+		}
+	}
+	return ops, added
+}
+
+// propose proposes sc and handles the apply's answer. v is the view sc was built on.
+func (l *Loop) propose(ctx context.Context, sc *signedCommit, v intentlog.View) stepResult {
+	epoch := sc.epoch
 	pctx, cancel := context.WithTimeout(ctx, l.cfg.CallTimeout)
-	res, err := l.cfg.Log.Propose(pctx, intentlog.CommitEntry{Raw: raw})
+	res, err := l.cfg.Log.Propose(pctx, intentlog.CommitEntry{Raw: sc.raw})
 	cancel()
 	l.count(func(s *LoopStats) { s.CommitsProposed++ })
 	if err != nil {
+		// Outcome unknown: sc may still apply. Until the local replica shows that it
+		// cannot, the only commit proposed for its seq is sc itself, again (at the
+		// next tick, not in a spin).
+		l.unsure = sc
 		if ctx.Err() != nil {
 			return stepWait
 		}
-		// Outcome unknown. Retrying builds a new commit on whatever head is applied
-		// then; if this one lands first, the retry is refused (bad_prev), so no
-		// intent is signed twice and nothing forks.
 		l.count(func(s *LoopStats) { s.ProposeErrors++ })
 		l.noteErr(err)
-		l.log.Warn("proposing a commit failed (outcome unknown)", "seq", c.Seq, "epoch", epoch, "ops", len(ops), "err", err)
+		l.log.Warn("proposing a commit failed (outcome unknown)", "seq", sc.seq, "epoch", epoch, "ops", sc.ops, "err", err)
 		return stepRetry
 	}
+	// A definitive answer: sc was applied (accepted or refused) at res.Index.
+	l.unsure = nil
 	if !res.Accepted {
 		l.count(func(s *LoopStats) { s.CommitsRejected++; s.Rejections[res.Reason]++ })
-		switch res.Reason {
-		case intentlog.ReasonEpochMismatch, intentlog.ReasonNotHolder:
+		switch {
+		case res.Reason == intentlog.ReasonEpochMismatch || res.Reason == intentlog.ReasonNotHolder:
 			// The epoch moved on: this hold is over whatever the lease thinks.
 			l.markDead(epoch)
 			l.count(func(s *LoopStats) { s.StepDowns++ })
-			l.log.Warn("commit refused: the lease epoch moved on; stepping down", "seq", c.Seq, "epoch", epoch,
+			l.log.Warn("commit refused: the lease epoch moved on; stepping down", "seq", sc.seq, "epoch", epoch,
 				"reason", res.Reason, "lease_holder", res.Lease.Holder, "lease_epoch", res.Lease.Epoch)
 			kick(l.kickTk)
-		case intentlog.ReasonBadPrev, intentlog.ReasonBadSeq:
-			if res.Head.Seq > v.Head.Seq {
-				// Built on a stale view: the leader's head is ahead of ours. Build
-				// again once the local replica has applied it.
-				l.awaitSeq = max(l.awaitSeq, res.Head.Seq)
-				l.log.Info("commit refused: local head behind; retrying once it catches up", "seq", c.Seq, "epoch", epoch,
-					"reason", res.Reason, "leader_head", res.Head.Seq)
-				return stepWait
-			}
-			fallthrough
-		default:
-			// Not explained by a stale view (a wrong chain key, a bug): retrying at
-			// once would flood the log, so back off to the tick; if it persists the
-			// wedge detector gives the lease up.
-			err := fmt.Errorf("commit seq %d epoch %d refused: %s", c.Seq, epoch, res.Reason)
-			l.noteErr(err)
-			l.log.Error("commit refused", "seq", c.Seq, "epoch", epoch, "reason", res.Reason, "head_seq", res.Head.Seq)
-			return stepRetry
+			return stepWait
+		case (res.Reason == intentlog.ReasonBadPrev || res.Reason == intentlog.ReasonBadSeq) && res.Head.Seq > v.Head.Seq:
+			// Built on a stale view: the leader's head is ahead of ours. Build
+			// again once the local replica has applied it.
+			l.awaitSeq = max(l.awaitSeq, res.Head.Seq)
+			l.log.Info("commit refused: local head behind; retrying once it catches up", "seq", sc.seq, "epoch", epoch,
+				"reason", res.Reason, "leader_head", res.Head.Seq)
+			return stepWait
+		case res.Reason == intentlog.ReasonBadOps && sc.predicted:
+			// The in-flight entry did not apply as predicted (a repeated ID, a lost
+			// entry, another device's entry in between): sign on the applied queue.
+			l.noPredict = true
+			l.count(func(s *LoopStats) { s.Mispredicted++ })
+			l.log.Debug("predicted commit refused for its ops; signing on the applied state", "seq", sc.seq, "epoch", epoch)
+			return stepAgain
 		}
-		return stepWait
+		// Not explained by a stale view or a prediction (a wrong chain key, a bug):
+		// retrying at once would flood the log, so back off to the tick; if it
+		// persists the wedge detector gives the lease up.
+		err := fmt.Errorf("commit seq %d epoch %d refused: %s", sc.seq, epoch, res.Reason)
+		l.noteErr(err)
+		l.log.Error("commit refused", "seq", sc.seq, "epoch", epoch, "reason", res.Reason, "head_seq", res.Head.Seq)
+		return stepRetry
 	}
-	l.awaitSeq = c.Seq
+	l.awaitSeq = sc.seq
 	l.wedgeSince = -1
 	l.count(func(s *LoopStats) {
 		s.CommitsAccepted++
-		s.LastSigned, s.LastSignedEpoch = c.Seq, epoch
+		s.LastSigned, s.LastSignedEpoch = sc.seq, epoch
 	})
-	l.log.Debug("commit accepted", "seq", c.Seq, "epoch", epoch, "ops", len(ops), "index", res.Index)
+	l.log.Debug("commit accepted", "seq", sc.seq, "epoch", epoch, "ops", sc.ops, "index", res.Index)
 	return stepAgain
 }
 

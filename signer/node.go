@@ -103,6 +103,7 @@ type Node struct {
 	batch   *batcher
 	metrics *metrics
 	api     *apiServer
+	hashes  hashCache // commitHash's cache
 
 	ctx      context.Context // cancelled by Stop/Kill
 	cancel   context.CancelFunc
@@ -190,6 +191,10 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("start: %w", err)
 		}
+		// Pipelining: the loop signs an intents entry as soon as this node's Raft has
+		// queued it (proposer.Inflight), so the commit follows it in the same round.
+		n.prop.flight = n.batch.inflight
+		n.batch.wake = n.loop.wake
 	}
 	if n.api, err = startAPI(n); err != nil {
 		return nil, fmt.Errorf("start: api: %w", err)

@@ -148,7 +148,13 @@ func rejection(r intentlog.IntentResult) error {
 	return fmt.Errorf("%w: intent %q: %s", ErrRejected, r.ID, r.Reason)
 }
 
+// commitHash returns the hex hash of the applied commit at seq, "" when this replica
+// has not applied it. Applied commits never change, so hashes are cached per seq:
+// every WaitSigned caller asks again on every applied change.
 func (n *Node) commitHash(seq uint64) string {
+	if h, ok := n.hashes.get(seq); ok {
+		return h
+	}
 	if n.log.View().Head.Seq < seq {
 		return ""
 	}
@@ -157,7 +163,35 @@ func (n *Node) commitHash(seq uint64) string {
 		return ""
 	}
 	h := Hash(raw)
-	return hex.EncodeToString(h[:])
+	s := hex.EncodeToString(h[:])
+	n.hashes.put(seq, s)
+	return s
+}
+
+// hashCacheSize is the number of recent commit hashes Node keeps (a ring by seq).
+const hashCacheSize = 256
+
+type hashCache struct {
+	mu   sync.Mutex
+	seqs [hashCacheSize]uint64
+	hex  [hashCacheSize]string
+}
+
+func (c *hashCache) get(seq uint64) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := seq % hashCacheSize
+	if seq == 0 || c.seqs[i] != seq {
+		return "", false
+	}
+	return c.hex[i], true
+}
+
+func (c *hashCache) put(seq uint64, h string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := seq % hashCacheSize
+	c.seqs[i], c.hex[i] = seq, h
 }
 
 // waitSigned waits until the local replica has applied the commit that signed id.
@@ -201,6 +235,12 @@ type batcher struct {
 	running bool
 	closed  bool
 	entries uint64 // proposals made (for tests and metrics)
+	// flight is the entry in flight once this node's Raft has queued it (it leads
+	// Raft), until its proposal returns: the signer loop signs it without waiting for
+	// its apply (see inflight).
+	flight []intentlog.Intent
+	// wake is called when an entry is queued in Raft (the node wakes the loop).
+	wake func()
 }
 
 func newBatcher(n *Node) *batcher { return &batcher{n: n} }
@@ -217,6 +257,20 @@ func (b *batcher) submit(s *submission) error {
 		go b.run()
 	}
 	return nil
+}
+
+// inflight returns the intents of the entry this node has queued in its own Raft and
+// whose proposal has not returned yet (nil when none), in entry order.
+func (b *batcher) inflight() []intentlog.Intent {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.flight
+}
+
+func (b *batcher) setFlight(in []intentlog.Intent) {
+	b.mu.Lock()
+	b.flight = in
+	b.mu.Unlock()
 }
 
 func (b *batcher) entriesMade() uint64 {
@@ -278,7 +332,14 @@ func (b *batcher) run() {
 		// deadline.
 		deadline = deadline.Add(-min(100*time.Millisecond, time.Until(deadline)/10))
 		ctx, cancel := context.WithDeadline(b.n.ctx, deadline)
+		ctx = intentlog.WithEnqueued(ctx, func() {
+			b.setFlight(e.Intents)
+			if b.wake != nil {
+				b.wake()
+			}
+		})
 		res, err := b.n.prop.Propose(ctx, e)
+		b.setFlight(nil)
 		cancel()
 		if err == nil && len(res.Intents) != len(batch) {
 			err = fmt.Errorf("%w: %d results for %d intents", ErrInternal, len(res.Intents), len(batch))
