@@ -310,7 +310,7 @@ func (c *Cluster) startDevice(ctx context.Context, d *Device, bootstrap bool) er
 	cfg := signer.Config{DataDir: d.Dir, ListenAddrs: c.listenAddrs(d), PSK: c.psk, ChainKey: c.key,
 		Bootstrap: bootstrap, TTL: c.cfg.TTL, Tick: c.cfg.Tick, Clock: d.Clock, APISocket: "-",
 		Logger: c.cfg.Logger.With("device", d.Name), Raft: c.cfg.Raft,
-		Knobs: signer.Knobs{BeforePropose: func(ctx context.Context, _ intentlog.Entry) { d.gate.wait(ctx) }}}
+		Knobs: signer.Knobs{BeforePropose: func(ctx context.Context, e intentlog.Entry) { d.gate.wait(ctx, e) }}}
 	fresh := true
 	if _, err := os.Stat(filepath.Join(d.Dir, "raft.db")); err == nil {
 		fresh = false

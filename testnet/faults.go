@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/batonhq/baton/intentlog"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -14,7 +15,7 @@ import (
 type gate struct {
 	mu     sync.Mutex
 	ch     chan struct{} // nil: open; else closed at resume
-	parked int           // proposals that waited since the last pause
+	parked int           // signer proposals (lease or commit) that waited since the last pause
 }
 
 func newGate() *gate { return &gate{} }
@@ -50,11 +51,14 @@ func (g *gate) paused() bool {
 	return g.ch != nil
 }
 
-// wait blocks while the gate is closed (or until ctx is done: a stopping node).
-func (g *gate) wait(ctx context.Context) {
+// wait blocks while the gate is closed (or until ctx is done: a stopping node). Every
+// proposal waits; only the signer's own (lease and commit entries, which the apply must
+// fence after the lease moves on) count as caught in flight: a client's intents entry
+// released at resume is rightly accepted.
+func (g *gate) wait(ctx context.Context, e intentlog.Entry) {
 	g.mu.Lock()
 	ch := g.ch
-	if ch != nil {
+	if _, intents := e.(intentlog.IntentsEntry); ch != nil && !intents {
 		g.parked++
 	}
 	g.mu.Unlock()
