@@ -226,6 +226,14 @@ func dataFlag(fs *flag.FlagSet) *string {
 }
 
 // noArgs refuses positional arguments a command does not take.
+// parseNoArgs parses a command's flags and refuses positional arguments.
+func (c *cli) parseNoArgs(fs *flag.FlagSet, args []string) error {
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	return noArgs(fs)
+}
+
 func noArgs(fs *flag.FlagSet) error {
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
@@ -267,10 +275,7 @@ func cmdVersion(ctx context.Context, c *cli, args []string) error {
 	fs := c.flagSet("version", `Usage: baton version
 
 Prints the version of this binary (module version, VCS revision, Go version).`)
-	if err := c.parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	fmt.Fprintln(c.stdout, "baton", version())

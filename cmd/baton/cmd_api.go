@@ -42,8 +42,13 @@ func (f *apiFlags) target() string {
 	return filepath.Join(*f.data, socketFile)
 }
 
+// client connects to the node's API; a bad --api value is a usage error.
 func (f *apiFlags) client() (*signer.Client, error) {
-	return signer.NewClient(f.target(), *f.token)
+	cl, err := signer.NewClient(f.target(), *f.token)
+	if err != nil {
+		return nil, usagef("--api: %v", err)
+	}
+	return cl, nil
 }
 
 // apiErr turns "no node listening" into advice; other errors pass through.
@@ -81,10 +86,7 @@ func cmdInvite(ctx context.Context, c *cli, args []string) error {
 	f := addAPIFlags(fs)
 	ttl := fs.Duration("ttl", time.Hour, "how long the join token stays valid")
 	withKey := fs.Bool("with-chain-key", false, "include the chain key (the new device can sign)")
-	if err := c.parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if *ttl < time.Minute || *ttl > signer.MaxJoinWindowOpen {
@@ -109,7 +111,7 @@ func cmdInvite(ctx context.Context, c *cli, args []string) error {
 	}
 	cl, err := f.client()
 	if err != nil {
-		return usagef("--api: %v", err)
+		return err
 	}
 	defer cl.Close()
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
@@ -154,15 +156,12 @@ Example:
 func cmdLeave(ctx context.Context, c *cli, args []string) error {
 	fs := c.flagSet("leave", leaveUsage)
 	f := addAPIFlags(fs)
-	if err := c.parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	cl, err := f.client()
 	if err != nil {
-		return usagef("--api: %v", err)
+		return err
 	}
 	defer cl.Close()
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
@@ -221,15 +220,12 @@ func cmdStatus(ctx context.Context, c *cli, args []string) error {
 	fs := c.flagSet("status", statusUsage)
 	f := addAPIFlags(fs)
 	asJSON := fs.Bool("json", false, "print the state as JSON (GET /v1/state)")
-	if err := c.parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	cl, err := f.client()
 	if err != nil {
-		return usagef("--api: %v", err)
+		return err
 	}
 	defer cl.Close()
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
@@ -361,10 +357,7 @@ func cmdSubmit(ctx context.Context, c *cli, args []string) error {
 	del := fs.Bool("del", false, "delete the record")
 	wait := fs.String("wait", "committed", "wait until `committed` (in the Raft log) or signed")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	if err := c.parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if *path == "" {
@@ -415,7 +408,7 @@ func cmdSubmit(ctx context.Context, c *cli, args []string) error {
 	}
 	cl, err := f.client()
 	if err != nil {
-		return usagef("--api: %v", err)
+		return err
 	}
 	defer cl.Close()
 	timeout := callTimeout
@@ -483,15 +476,12 @@ func streamCommits(ctx context.Context, c *cli, name, usage string, args []strin
 	if follow {
 		asJSON = fs.Bool("json", false, "print NDJSON lines instead of text")
 	}
-	if err := c.parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	cl, err := f.client()
 	if err != nil {
-		return usagef("--api: %v", err)
+		return err
 	}
 	defer cl.Close()
 	start := *from
@@ -589,10 +579,7 @@ func cmdLease(ctx context.Context, c *cli, args []string) error {
 	default:
 		return usagef("unknown lease subcommand %q: want release, transfer, steal or history", sub)
 	}
-	if err := c.parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if to != nil && *to == "" {
@@ -603,7 +590,7 @@ func cmdLease(ctx context.Context, c *cli, args []string) error {
 	}
 	cl, err := f.client()
 	if err != nil {
-		return usagef("--api: %v", err)
+		return err
 	}
 	defer cl.Close()
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)

@@ -47,10 +47,7 @@ func cmdInit(ctx context.Context, c *cli, args []string) error {
 	newChain := fs.Bool("new-chain", false, "create a new chain key and network key (first device only)")
 	from := fs.String("from", "", "take the keys from an invite token, an invite file, a data dir or a network key file")
 	chain := fs.String("chain", "", "the chain's did:key, when --from gives only a network key")
-	if err := c.parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if *newChain == (*from != "") {

@@ -94,10 +94,7 @@ func addRunFlags(fs *flag.FlagSet, withJoin bool) *runFlags {
 func cmdRun(ctx context.Context, c *cli, args []string) error {
 	fs := c.flagSet("run", runUsage)
 	f := addRunFlags(fs, true)
-	if err := c.parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	return c.runNode(ctx, f, nil)

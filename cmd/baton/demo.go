@@ -71,10 +71,7 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 	rate := fs.Int("rate", 50, "intents submitted per second")
 	keep := fs.Bool("keep", false, "keep the temporary directory (prints its path)")
 	verbose := fs.Bool("verbose", false, "show the nodes' logs on stderr")
-	if err := c.parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if *ttl <= 0 || *tick <= 0 || *tick >= *ttl {
