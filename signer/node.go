@@ -502,6 +502,9 @@ func (n *Node) RemoveMember(ctx context.Context, id string) error {
 	if !n.isMember(ctx, id) {
 		return fmt.Errorf("%w: %s is not a member", ErrNotFound, id)
 	}
+	if p == n.host.ID() {
+		return n.Leave(ctx)
+	}
 	if err := n.cluster.Remove(ctx, p); err != nil {
 		return fmt.Errorf("remove member: %w", err)
 	}

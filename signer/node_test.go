@@ -276,7 +276,8 @@ func TestNodeCluster(t *testing.T) {
 		waitUntil(t, 10*time.Second, "the added device applies", func() bool { return e.State().Head.Seq >= want })
 		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		if err := e.Leave(lctx); err != nil {
+		// RemoveMember of this device itself is a Leave.
+		if err := e.RemoveMember(lctx, e.ID()); err != nil {
 			t.Fatal(err)
 		}
 		waitUntil(t, 10*time.Second, "three members after leave", func() bool { return nodes[0].State().Members == 3 })
