@@ -37,6 +37,9 @@ var (
 	ErrTimeout = errors.New("signer: timed out")
 	// ErrRejected: the state machine refused the intent (Reason in the message).
 	ErrRejected = errors.New("signer: rejected by the state machine")
+	// ErrBacklog: too many intents wait to be signed (the chain is not moving: no
+	// holder, or a slow one); retry later with the same intent ID.
+	ErrBacklog = errors.New("signer: backlog full, retry later")
 	// ErrStopped: the Node was stopped or killed.
 	ErrStopped = errors.New("signer: node stopped")
 	// ErrUnauthorized: the TCP API needs a bearer token and none or a wrong one came.
@@ -65,6 +68,7 @@ const (
 	CodeNotLeader    = "not_leader"
 	CodeTimeout      = "timeout"
 	CodeRejected     = "rejected"
+	CodeBacklog      = "backlog"
 	CodeStopped      = "stopped"
 	CodeUnauthorized = "unauthorized"
 	CodeConflict     = "conflict"
@@ -84,6 +88,7 @@ var codeSentinel = map[string]error{
 	CodeNotLeader:    ErrNotLeader,
 	CodeTimeout:      ErrTimeout,
 	CodeRejected:     ErrRejected,
+	CodeBacklog:      ErrBacklog,
 	CodeStopped:      ErrStopped,
 	CodeUnauthorized: ErrUnauthorized,
 	CodeConflict:     ErrConflict,
@@ -114,6 +119,8 @@ func Code(err error) (code string, status int) {
 		return CodeNotHolder, http.StatusConflict
 	case errors.Is(err, ErrLeaseHeld), errors.Is(err, election.ErrLeaseHeld), errors.Is(err, election.ErrLostRace), errors.Is(err, election.ErrStandoff):
 		return CodeLeaseHeld, http.StatusConflict
+	case errors.Is(err, ErrBacklog):
+		return CodeBacklog, http.StatusServiceUnavailable
 	case errors.Is(err, ErrRejected), errors.Is(err, election.ErrRejected):
 		return CodeRejected, http.StatusConflict
 	case errors.Is(err, ErrConflict), errors.Is(err, transport.ErrLastVoter):

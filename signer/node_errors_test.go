@@ -36,6 +36,8 @@ func TestCodeMapping(t *testing.T) {
 		{fmt.Errorf("add: %w", transport.ErrHandshake), CodeUnreachable, 502},
 		{transport.ErrNotMember, CodeConflict, 409},
 		{transport.ErrBadToken, CodeUnauthorized, 401},
+		{rejection(intentlog.IntentResult{ID: "x", Reason: intentlog.ReasonBacklog}), CodeBacklog, 503},
+		{rejection(intentlog.IntentResult{ID: "x", Reason: intentlog.ReasonBadPath}), CodeBadPath, 400},
 		{&APIError{Status: 409, Code: CodeNotHolder}, CodeNotHolder, 409},
 	}
 	for _, tc := range cases {

@@ -144,6 +144,8 @@ func rejection(r intentlog.IntentResult) error {
 		return fmt.Errorf("%w: intent %q: %s", ErrTooLarge, r.ID, r.Reason)
 	case intentlog.ReasonBadIntent, intentlog.ReasonMalformed:
 		return fmt.Errorf("%w: intent %q: %s", ErrBadRequest, r.ID, r.Reason)
+	case intentlog.ReasonBacklog:
+		return fmt.Errorf("%w: intent %q: %d intents already wait to be signed", ErrBacklog, r.ID, intentlog.DedupeWindow)
 	}
 	return fmt.Errorf("%w: intent %q: %s", ErrRejected, r.ID, r.Reason)
 }
