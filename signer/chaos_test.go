@@ -10,6 +10,7 @@ import (
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/signer/chain"
 )
 
 // devLog is one device's handle on the shared memLog; while cut, its proposals fail
@@ -144,13 +145,13 @@ func runChaos(t *testing.T, seed int64, steps int) {
 		clock.Advance(500 * time.Millisecond)
 	}
 	raws := m.chainCopy()
-	if err := VerifyChain(raws, key.DID()); err != nil {
+	if err := chain.VerifyChain(raws, key.DID()); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]int{}
 	signers, epochs := map[string]bool{}, map[uint64]bool{}
 	for _, r := range raws {
-		c, _ := Decode(r)
+		c, _ := chain.Decode(r)
 		signers[c.Signer], epochs[c.Epoch] = true, true
 		for _, op := range c.Ops {
 			seen[op.ID]++

@@ -16,6 +16,7 @@ import (
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/signer/chain"
 )
 
 // A 3-device cluster in one process: real intentlog (Raft over raft's in-memory
@@ -36,7 +37,7 @@ type clusterDev struct {
 
 type sigCluster struct {
 	t    *testing.T
-	key  *Ed25519Key
+	key  *chain.Ed25519Key
 	mu   sync.Mutex
 	devs []*clusterDev
 }
@@ -278,7 +279,7 @@ func TestClusterEveryAcceptedIntentSignedOnce(t *testing.T) {
 		return true
 	})
 	raws := chainOf(t, last[0].log)
-	if err := VerifyChain(raws, c.key.DID()); err != nil {
+	if err := chain.VerifyChain(raws, c.key.DID()); err != nil {
 		t.Fatal(err)
 	}
 	other := chainOf(t, last[1].log)
@@ -286,14 +287,14 @@ func TestClusterEveryAcceptedIntentSignedOnce(t *testing.T) {
 		t.Fatalf("replicas hold %d and %d commits", len(raws), len(other))
 	}
 	for i := range raws {
-		if Hash(raws[i]) != Hash(other[i]) {
+		if chain.Hash(raws[i]) != chain.Hash(other[i]) {
 			t.Fatalf("replicas differ at seq %d", i+1)
 		}
 	}
 	seen := map[string]int{}
 	signers := map[string]bool{}
 	for _, r := range raws {
-		cm, err := Decode(r)
+		cm, err := chain.Decode(r)
 		if err != nil {
 			t.Fatal(err)
 		}

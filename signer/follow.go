@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/signer/chain"
 )
 
 // CommitSource is what FollowCommits reads: local, applied state only (*intentlog.Log
@@ -22,7 +23,7 @@ var _ CommitSource = (*intentlog.Log)(nil)
 // proposed): safe to publish.
 type AppliedCommit struct {
 	Seq    uint64
-	Hash   [HashSize]byte
+	Hash   [chain.HashSize]byte
 	Epoch  uint64
 	Signer string
 	Raw    []byte // the full encoding
@@ -50,14 +51,14 @@ func FollowCommits(ctx context.Context, src CommitSource, fromSeq uint64, fn fun
 			if err != nil {
 				return fmt.Errorf("follow commits: read seq %d: %w", next, err)
 			}
-			c, err := Decode(raw)
+			c, err := chain.Decode(raw)
 			if err != nil {
 				return fmt.Errorf("follow commits: applied commit seq %d does not decode: %w", next, err)
 			}
 			if c.Seq != next {
 				return fmt.Errorf("follow commits: stored commit at seq %d says seq %d", next, c.Seq)
 			}
-			if err := fn(AppliedCommit{Seq: c.Seq, Hash: Hash(raw), Epoch: c.Epoch, Signer: c.Signer, Raw: raw}); err != nil {
+			if err := fn(AppliedCommit{Seq: c.Seq, Hash: chain.Hash(raw), Epoch: c.Epoch, Signer: c.Signer, Raw: raw}); err != nil {
 				return err
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/signer/chain"
 )
 
 func TestFollowCommitsDeliversAppliedInOrder(t *testing.T) {
@@ -37,7 +38,7 @@ func TestFollowCommitsDeliversAppliedInOrder(t *testing.T) {
 	for _, want := range []uint64{2, 3} {
 		c := got()
 		raw, _ := h.log.Commit(want)
-		if c.Seq != want || c.Hash != Hash(raw) || c.Epoch != 1 || c.Signer != self || string(c.Raw) != string(raw) {
+		if c.Seq != want || c.Hash != chain.Hash(raw) || c.Epoch != 1 || c.Signer != self || string(c.Raw) != string(raw) {
 			t.Fatalf("delivered %+v, want seq %d", c, want)
 		}
 	}

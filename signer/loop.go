@@ -11,6 +11,7 @@ import (
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/signer/chain"
 )
 
 // Defaults for LoopConfig fields left zero.
@@ -96,10 +97,10 @@ var (
 
 // LoopConfig configures NewLoop. Self, Key, Lease and Log are required.
 type LoopConfig struct {
-	Self  string   // this device's libp2p peer ID (the commits' signer)
-	Key   Key      // the chain key
-	Lease Lease    // this device's lease handle
-	Log   ChainLog // the intent log
+	Self  string    // this device's libp2p peer ID (the commits' signer)
+	Key   chain.Key // the chain key
+	Lease Lease     // this device's lease handle
+	Log   ChainLog  // the intent log
 	// Clock defaults to election.SystemClock().
 	Clock Clock
 	// Tick is the lease tick (RenewOrClaim). Optional, defaults to DefaultTick. The
@@ -142,7 +143,7 @@ func (c *LoopConfig) validate() error {
 		// commits every replica refuses.
 		return fmt.Errorf("%w: lease is for %q but Self is %q", ErrBadConfig, ls.Self(), c.Self)
 	}
-	if _, err := ParseDID(c.Key.DID()); err != nil {
+	if _, err := chain.ParseDID(c.Key.DID()); err != nil {
 		return fmt.Errorf("%w: chain key: %w", ErrBadConfig, err)
 	}
 	if c.Clock == nil {
@@ -319,8 +320,8 @@ func (l *Loop) arm(d time.Duration) (<-chan struct{}, func()) {
 	return ch, func() { stop(); unpark() }
 }
 
-// wake makes the signer look at the state again (an intents entry was queued).
-func (l *Loop) wake() { kick(l.kickSig) }
+// Wake makes the signer look at the state again (an intents entry was queued).
+func (l *Loop) Wake() { kick(l.kickSig) }
 
 // Run runs the lease tick and the signer until ctx is done. On a graceful stop it
 // releases the lease if this device holds it (bounded by ReleaseTimeout), so that a
@@ -560,11 +561,11 @@ func (l *Loop) step(ctx context.Context) stepResult {
 		return stepWait
 	}
 	l.noPredict = false
-	c := Commit{
+	c := chain.Commit{
 		Seq:    v.Head.Seq + 1,
 		Epoch:  epoch,
 		Signer: l.cfg.Self,
-		Ops:    ops,
+		Ops:    Ops(ops),
 		Time:   l.cfg.Clock.Now().UnixMilli(),
 	}
 	if v.Head.Seq > 0 {
@@ -574,7 +575,7 @@ func (l *Loop) step(ctx context.Context) stepResult {
 	if !l.stillHolds(epoch) { // right before signing
 		return stepWait
 	}
-	raw, err := Sign(l.cfg.Key, c)
+	raw, err := chain.Sign(l.cfg.Key, c)
 	if err != nil {
 		l.count(func(s *LoopStats) { s.SignErrors++ })
 		l.noteErr(err)

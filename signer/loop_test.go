@@ -11,13 +11,14 @@ import (
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/signer/chain"
 )
 
 const self = "12D3KooWself"
 
 type harness struct {
 	t      *testing.T
-	key    *Ed25519Key
+	key    *chain.Ed25519Key
 	log    *memLog
 	lease  *fakeLease
 	clock  *election.ManualClock
@@ -107,16 +108,16 @@ func intents(from, n int) []intentlog.Intent {
 
 // checkChain verifies the memLog's chain and that it holds exactly the intents
 // intent-000 .. intent-(n-1), once each, in order.
-func checkChain(t *testing.T, key Key, m *memLog, n int) []Commit {
+func checkChain(t *testing.T, key chain.Key, m *memLog, n int) []chain.Commit {
 	t.Helper()
 	raws := m.chainCopy()
-	if err := VerifyChain(raws, key.DID()); err != nil {
+	if err := chain.VerifyChain(raws, key.DID()); err != nil {
 		t.Fatalf("VerifyChain: %v", err)
 	}
-	var cs []Commit
+	var cs []chain.Commit
 	k := 0
 	for _, r := range raws {
-		c, err := Decode(r)
+		c, err := chain.Decode(r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,7 +232,7 @@ func TestLoopStopsSigningWhenHoldExpires(t *testing.T) {
 
 // expiringKey closes the lease's window while it signs (a slow remote signer).
 type expiringKey struct {
-	*Ed25519Key
+	*chain.Ed25519Key
 	lease *fakeLease
 	signs atomic.Int32
 }

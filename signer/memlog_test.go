@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/signer/chain"
 )
 
 // memLog is an in-memory ChainLog (and election.Log) for the loop's tests. Its apply
@@ -212,7 +213,7 @@ func (m *memLog) apply(e intentlog.Entry) intentlog.Result {
 		m.pending = append([]intentlog.Intent(nil), m.pending[len(info.Ops):]...)
 		m.view.Pending = len(m.pending)
 		m.chain = append(m.chain, e.Raw)
-		m.view.Head = intentlog.Head{Seq: info.Seq, Hash: Hash(e.Raw), Epoch: info.Epoch, Signer: info.Signer}
+		m.view.Head = intentlog.Head{Seq: info.Seq, Hash: chain.Hash(e.Raw), Epoch: info.Epoch, Signer: info.Signer}
 		res.Accepted = true
 	default:
 		return reject(intentlog.ReasonMalformed)

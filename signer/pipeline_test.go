@@ -3,10 +3,8 @@ package signer
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/batonhq/baton/intentlog"
 )
@@ -59,7 +57,7 @@ func newQueueHarness(t *testing.T) (*harness, *queueLog) {
 		q = &queueLog{memLog: c.Log.(*memLog)}
 		c.Log = q
 	})
-	q.wake = h.loop.wake
+	q.wake = h.loop.Wake
 	return h, q
 }
 
@@ -181,40 +179,4 @@ func TestLoopUnsureCommitThatApplied(t *testing.T) {
 	if st := h.loop.Stats(); st.Reproposed != 0 || h.log.commitProposals() != 2 {
 		t.Fatalf("stats %+v, %d proposals", st, h.log.commitProposals())
 	}
-}
-
-// On a device that holds the lease and leads Raft, a submission's Intents entry and
-// the Commit that signs it are proposed back to back: the loop signs the entry once
-// Raft has queued it.
-func TestNodeSignsQueuedEntry(t *testing.T) {
-	cfg := nodeConfig(t, t.TempDir(), testPSK(t), testKey(t, 0))
-	cfg.Bootstrap = true
-	n := startNode(t, cfg)
-	waitUntil(t, 10*time.Second, "the lease", n.Holds)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var ids []string
-	for i := range 20 {
-		id := fmt.Sprintf("p%02d", i)
-		r, err := n.Submit(ctx, putIntent(id), WaitSigned)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Seq == 0 || r.Hash == "" {
-			t.Fatalf("result %+v", r)
-		}
-		ids = append(ids, id)
-	}
-	raws := chainOfNode(t, n)
-	if err := VerifyChain(raws, n.Chain()); err != nil {
-		t.Fatal(err)
-	}
-	if got := opIDs(t, raws); fmt.Sprint(got) != fmt.Sprint(ids) {
-		t.Fatalf("chain ops %v, want %v", got, ids)
-	}
-	st := n.loop.Stats()
-	if st.Predicted == 0 || st.StepDowns != 0 {
-		t.Fatalf("loop stats %+v: no commit signed on a queued entry", st)
-	}
-	t.Logf("20 sequential signed submissions: %d commits predicted, %d mispredicted, %d rejected", st.Predicted, st.Mispredicted, st.CommitsRejected)
 }

@@ -1,53 +1,31 @@
 package signer
 
 import (
-	"fmt"
+	"errors"
 	"testing"
 
-	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/signer/chain"
 )
 
 // testKey returns a chain key from a fixed seed (byte i = i + n), so that its bytes
 // and signatures are reproducible.
-func testKey(tb testing.TB, n byte) *Ed25519Key {
+func testKey(tb testing.TB, n byte) *chain.Ed25519Key {
 	tb.Helper()
 	seed := make([]byte, 32)
 	for i := range seed {
 		seed[i] = byte(i) + n
 	}
-	k, err := NewEd25519KeyFromSeed(seed)
+	k, err := chain.NewEd25519KeyFromSeed(seed)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return k
 }
 
-// testOps returns n intents, alternating put and del.
-func testOps(seq uint64, n int) []intentlog.Intent {
-	ops := make([]intentlog.Intent, n)
-	for i := range ops {
-		ops[i] = intentlog.Intent{ID: fmt.Sprintf("id-%d-%d", seq, i), Op: intentlog.OpPut, Path: fmt.Sprintf("app.test/r%d", i), Value: []byte(fmt.Sprintf("value %d/%d", seq, i))}
-		if i%2 == 1 {
-			ops[i].Op, ops[i].Value = intentlog.OpDel, nil
-		}
-	}
-	return ops
-}
+// failKey is a chain key whose backend always fails (an unplugged HSM).
+type failKey struct{ did string }
 
-// buildChain signs len(epochs) linked commits, commit i under epochs[i].
-func buildChain(tb testing.TB, k Key, epochs ...uint64) [][]byte {
-	tb.Helper()
-	var raws [][]byte
-	var prev []byte
-	for i, ep := range epochs {
-		seq := uint64(i + 1)
-		raw, err := Sign(k, Commit{Seq: seq, Epoch: ep, Signer: "12D3KooWtest", Prev: prev, Ops: testOps(seq, 3), Time: 1_700_000_000_000 + int64(i)})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		h := Hash(raw)
-		prev = h[:]
-		raws = append(raws, raw)
-	}
-	return raws
-}
+var errHSM = errors.New("hsm unplugged")
+
+func (f failKey) DID() string               { return f.did }
+func (failKey) Sign([]byte) ([]byte, error) { return nil, errHSM }

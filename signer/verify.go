@@ -1,126 +1,38 @@
 package signer
 
 import (
-	"bytes"
-	"encoding/hex"
-	"fmt"
-
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/signer/chain"
 )
 
-// Verify decodes raw strictly (see Decode), checks that its chain is chain and that its
-// signature verifies under that did:key. It does not check links to other commits
-// (ChainVerifier and the apply do). Errors are *VerifyError.
-func Verify(raw []byte, chain string) (Commit, error) {
-	pub, err := ParseDID(chain)
-	if err != nil {
-		return Commit{}, &VerifyError{Reason: ReasonBadChainKey, Err: err}
-	}
-	return verifyWith(raw, chain, pub)
-}
-
-func verifyWith(raw []byte, chain string, pub PublicKey) (Commit, error) {
-	c, unsigned, err := decode(raw)
-	if err != nil {
-		return c, err
-	}
-	if c.Chain != chain {
-		return c, &VerifyError{Reason: ReasonWrongChain, Seq: c.Seq, Detail: fmt.Sprintf("chain %q, want %q", abbrev(c.Chain), chain)}
-	}
-	if !pub.Verify(unsigned, c.Sig) {
-		return c, &VerifyError{Reason: ReasonBadSignature, Seq: c.Seq, Detail: "signature does not verify under the chain key"}
-	}
-	return c, nil
-}
-
-// Verifier adapts Verify to the apply: it returns an intentlog.CommitVerifier that
-// accepts only commits of chain. The did:key is parsed once; if it does not parse,
-// every call fails with ReasonBadChainKey.
-func Verifier(chain string) intentlog.CommitVerifier {
-	pub, perr := ParseDID(chain)
+// Verifier adapts chain verification to the apply: it returns an
+// intentlog.CommitVerifier that accepts only commits of the chain did. The did:key is
+// parsed once; if it does not parse, every call fails with chain.ReasonBadChainKey.
+func Verifier(did string) intentlog.CommitVerifier {
+	verify := chain.Verifier(did)
 	return func(raw []byte) (intentlog.CommitInfo, error) {
-		if perr != nil {
-			return intentlog.CommitInfo{}, &VerifyError{Reason: ReasonBadChainKey, Err: perr}
-		}
-		c, err := verifyWith(raw, chain, pub)
+		c, err := verify(raw)
 		if err != nil {
 			return intentlog.CommitInfo{}, err
 		}
-		return intentlog.CommitInfo{Seq: c.Seq, Epoch: c.Epoch, Signer: c.Signer, Prev: c.Prev, Ops: c.Ops}, nil
+		return intentlog.CommitInfo{Seq: c.Seq, Epoch: c.Epoch, Signer: c.Signer, Prev: c.Prev, Ops: Intents(c.Ops)}, nil
 	}
 }
 
-// ChainVerifier checks a chain one commit at a time, in order: each commit must
-// verify, have seq = previous seq + 1, prev = previous hash (null at seq 1) and an
-// epoch no lower than the previous one. It is not safe for concurrent use.
-type ChainVerifier struct {
-	chain string
-	pub   PublicKey
-	head  intentlog.Head
-	n     int
-	err   error
+// Ops converts intents to the chain's ops (same fields, the chain's types).
+func Ops(in []intentlog.Intent) []chain.Op {
+	out := make([]chain.Op, len(in))
+	for i, x := range in {
+		out[i] = chain.Op{ID: x.ID, Kind: chain.Kind(x.Op), Path: x.Path, Value: x.Value}
+	}
+	return out
 }
 
-// NewChainVerifier returns a verifier for chain starting after from: the zero Head
-// for a whole chain (first commit seq 1), or a trusted head to check a suffix.
-func NewChainVerifier(chain string, from intentlog.Head) (*ChainVerifier, error) {
-	pub, err := ParseDID(chain)
-	if err != nil {
-		return nil, &VerifyError{Reason: ReasonBadChainKey, Err: err}
+// Intents converts the chain's ops to intents.
+func Intents(ops []chain.Op) []intentlog.Intent {
+	out := make([]intentlog.Intent, len(ops))
+	for i, x := range ops {
+		out[i] = intentlog.Intent{ID: x.ID, Op: intentlog.Op(x.Kind), Path: x.Path, Value: x.Value}
 	}
-	return &ChainVerifier{chain: chain, pub: pub, head: from}, nil
-}
-
-// Next verifies the next commit. After the first error every later call returns it
-// again. Errors are *VerifyError with Seq and Index (0-based count of commits given).
-func (v *ChainVerifier) Next(raw []byte) (Commit, error) {
-	if v.err != nil {
-		return Commit{}, v.err
-	}
-	c, err := v.next(raw)
-	if err != nil {
-		if ve, ok := err.(*VerifyError); ok {
-			ve.Index = v.n
-		}
-		v.err = err
-		return c, err
-	}
-	v.n++
-	return c, nil
-}
-
-func (v *ChainVerifier) next(raw []byte) (Commit, error) {
-	c, err := verifyWith(raw, v.chain, v.pub)
-	if err != nil {
-		return c, err
-	}
-	if c.Seq != v.head.Seq+1 {
-		return c, &VerifyError{Reason: ReasonBadSeq, Seq: c.Seq, Detail: fmt.Sprintf("seq %d after seq %d", c.Seq, v.head.Seq)}
-	}
-	if v.head.Seq > 0 && !bytes.Equal(c.Prev, v.head.Hash[:]) {
-		return c, &VerifyError{Reason: ReasonBadPrev, Seq: c.Seq, Detail: fmt.Sprintf("prev %s, want hash of seq %d %s", hex.EncodeToString(c.Prev), v.head.Seq, hex.EncodeToString(v.head.Hash[:]))}
-	}
-	if c.Epoch < v.head.Epoch {
-		return c, &VerifyError{Reason: ReasonEpochDecreased, Seq: c.Seq, Detail: fmt.Sprintf("epoch %d after epoch %d", c.Epoch, v.head.Epoch)}
-	}
-	v.head = intentlog.Head{Seq: c.Seq, Hash: Hash(raw), Epoch: c.Epoch, Signer: c.Signer}
-	return c, nil
-}
-
-// Head returns the last verified commit (the from head if none yet).
-func (v *ChainVerifier) Head() intentlog.Head { return v.head }
-
-// VerifyChain checks a whole chain from seq 1 (see ChainVerifier) and returns the first
-// problem as a *VerifyError carrying its seq and index, or nil.
-func VerifyChain(raws [][]byte, chain string) error {
-	v, err := NewChainVerifier(chain, intentlog.Head{})
-	if err != nil {
-		return err
-	}
-	for _, raw := range raws {
-		if _, err := v.Next(raw); err != nil {
-			return err
-		}
-	}
-	return nil
+	return out
 }

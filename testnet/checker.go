@@ -6,14 +6,14 @@ import (
 	"sort"
 	"time"
 
-	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/signer/chain"
 )
 
 // Finding kinds reported by Check.
 const (
 	FindingFork       = "fork"             // two commits with the same prev on one device
 	FindingDivergence = "divergence"       // two devices hold different commits at one seq
-	FindingInvalid    = "invalid_chain"    // signer.VerifyChain refused a device's chain
+	FindingInvalid    = "invalid_chain"    // chain.VerifyChain refused a device's chain
 	FindingLost       = "lost_intent"      // an acknowledged intent is not in the chain
 	FindingDuplicate  = "duplicate_intent" // an intent id appears in more than one op
 )
@@ -107,32 +107,32 @@ func (r CheckResult) OK() bool { return len(r.Findings) == 0 }
 
 // Check reads every device's chain and the acknowledgement record and reports forks
 // (two commits with one prev on a device, or two devices disagreeing on a seq),
-// chains signer.VerifyChain refuses, acknowledged intents missing from the chain,
+// chains chain.VerifyChain refuses, acknowledged intents missing from the chain,
 // intents appearing more than once, and each failover with its duration. The
 // reference chain for intents and failovers is the longest one; a drill checks
 // after the cluster has converged and drained, so every device should hold it.
 func Check(in CheckInput) CheckResult {
 	res := CheckResult{Heads: map[string]uint64{}}
 	type entry struct {
-		hash   [signer.HashSize]byte
+		hash   [chain.HashSize]byte
 		device string
 	}
 	bySeq := map[uint64]entry{}
-	var longest []signer.Commit
+	var longest []chain.Commit
 	for _, d := range in.Devices {
 		res.Heads[d.Device] = uint64(len(d.Commits))
-		if err := signer.VerifyChain(d.Commits, in.Chain); err != nil {
+		if err := chain.VerifyChain(d.Commits, in.Chain); err != nil {
 			var seq uint64
-			if ve, ok := err.(*signer.VerifyError); ok {
+			if ve, ok := err.(*chain.VerifyError); ok {
 				seq = ve.Seq
 			}
 			res.Findings = append(res.Findings, Finding{Kind: FindingInvalid, Device: d.Device, Seq: seq, Detail: err.Error()})
 			res.Invalid++
 		}
 		prevs := map[string]uint64{} // prev hex -> seq of the first commit naming it
-		var decoded []signer.Commit
+		var decoded []chain.Commit
 		for _, raw := range d.Commits {
-			c, err := signer.Decode(raw)
+			c, err := chain.Decode(raw)
 			if err != nil {
 				// VerifyChain above reported it; skip undecodable commits here.
 				continue
@@ -149,7 +149,7 @@ func Check(in CheckInput) CheckResult {
 			} else {
 				prevs[pk] = c.Seq
 			}
-			h := signer.Hash(raw)
+			h := chain.Hash(raw)
 			if e, ok := bySeq[c.Seq]; ok {
 				if e.hash != h && e.device != d.Device {
 					res.Findings = append(res.Findings, Finding{Kind: FindingDivergence, Device: d.Device, Seq: c.Seq,
@@ -201,7 +201,7 @@ func Check(in CheckInput) CheckResult {
 }
 
 // failovers walks the chain and reports every change of epoch.
-func failovers(chain []signer.Commit, observed map[uint64]time.Time) []Failover {
+func failovers(chain []chain.Commit, observed map[uint64]time.Time) []Failover {
 	var out []Failover
 	for i := 1; i < len(chain); i++ {
 		a, b := chain[i-1], chain[i]

@@ -6,14 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/intentlog"
-	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/signer/chain"
 )
 
 // chainBuilder signs a real chain with a real ed25519 key.
 type chainBuilder struct {
 	t    *testing.T
-	key  *signer.Ed25519Key
+	key  *chain.Ed25519Key
 	raws [][]byte
 	next int
 }
@@ -22,7 +21,7 @@ func newChainBuilder(t *testing.T) *chainBuilder {
 	t.Helper()
 	seed := make([]byte, 32)
 	seed[0] = 7
-	k, err := signer.NewEd25519KeyFromSeed(seed)
+	k, err := chain.NewEd25519KeyFromSeed(seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,11 +32,11 @@ func newChainBuilder(t *testing.T) *chainBuilder {
 // not empty) with n fresh intents, or the given ids.
 func (b *chainBuilder) sign(seq uint64, prev []byte, epoch uint64, signerID string, at time.Time, ids ...string) []byte {
 	b.t.Helper()
-	var ops []intentlog.Intent
+	var ops []chain.Op
 	for _, id := range ids {
-		ops = append(ops, intentlog.Intent{ID: id, Op: intentlog.OpPut, Path: "app/" + id, Value: []byte("v")})
+		ops = append(ops, chain.Op{ID: id, Kind: chain.Put, Path: "app/" + id, Value: []byte("v")})
 	}
-	raw, err := signer.Sign(b.key, signer.Commit{Seq: seq, Prev: prev, Epoch: epoch, Signer: signerID, Ops: ops, Time: at.UnixMilli()})
+	raw, err := chain.Sign(b.key, chain.Commit{Seq: seq, Prev: prev, Epoch: epoch, Signer: signerID, Ops: ops, Time: at.UnixMilli()})
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -47,7 +46,7 @@ func (b *chainBuilder) sign(seq uint64, prev []byte, epoch uint64, signerID stri
 func (b *chainBuilder) append(epoch uint64, signerID string, at time.Time, ids ...string) []byte {
 	var prev []byte
 	if len(b.raws) > 0 {
-		h := signer.Hash(b.raws[len(b.raws)-1])
+		h := chain.Hash(b.raws[len(b.raws)-1])
 		prev = h[:]
 	}
 	raw := b.sign(uint64(len(b.raws)+1), prev, epoch, signerID, at, ids...)
@@ -122,7 +121,7 @@ func TestCheckCleanChainPasses(t *testing.T) {
 func TestCheckCatchesFork(t *testing.T) {
 	b, acks := cleanChain(t)
 	// d1 signs a different seq 4 on the same seq 3 (a second holder on epoch 2).
-	h3 := signer.Hash(b.raws[2])
+	h3 := chain.Hash(b.raws[2])
 	forked := b.sign(4, h3[:], 2, "peerX", t0, "i6", "i7")
 	d1 := append(b.copyRaws()[:3], forked)
 	// A device whose applied chain holds two commits on one prev (not a valid chain).
@@ -168,12 +167,12 @@ func TestCheckCatchesDuplicate(t *testing.T) {
 func TestCheckCatchesBadSignature(t *testing.T) {
 	b, acks := cleanChain(t)
 	raws := b.copyRaws()
-	c, err := signer.Decode(raws[4])
+	c, err := chain.Decode(raws[4])
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.Sig[0] ^= 0xff
-	bad, err := signer.Encode(c)
+	bad, err := chain.Encode(c)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/pnet"
 
 	"github.com/batonhq/baton/intentlog"
-	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/signer/chain"
+	"github.com/batonhq/baton/signer/node"
 	"github.com/batonhq/baton/transport"
 )
 
@@ -60,7 +61,7 @@ type Config struct {
 }
 
 // Device is one device of a Cluster: its data dir, its clock and (while running) its
-// signer.Node. Its methods are safe for concurrent use.
+// node.Node. Its methods are safe for concurrent use.
 type Device struct {
 	Name  string
 	Index int
@@ -69,7 +70,7 @@ type Device struct {
 
 	c    *Cluster
 	mu   sync.Mutex
-	node *signer.Node
+	node *node.Node
 	id   string
 	port int
 	gate *gate
@@ -79,7 +80,7 @@ type Device struct {
 }
 
 // detach marks d down and returns its node (nil if it was down).
-func (d *Device) detach() *signer.Node {
+func (d *Device) detach() *node.Node {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	n := d.node
@@ -92,7 +93,7 @@ func (d *Device) detach() *signer.Node {
 }
 
 // Node returns the running node, or nil while the device is down.
-func (d *Device) Node() *signer.Node {
+func (d *Device) Node() *node.Node {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.node
@@ -111,13 +112,13 @@ func (d *Device) Running() bool { return d.Node() != nil }
 // Paused reports whether the device is frozen.
 func (d *Device) Paused() bool { return d.gate.paused() }
 
-// Cluster is N devices running signer.Node over real libp2p on 127.0.0.1, each with
+// Cluster is N devices running node.Node over real libp2p on 127.0.0.1, each with
 // its own data dir, TTL, tick and Clock, sharing one chain key and network key. It
 // records a timeline (lease holds, Raft leaders, the chain's growth, faults) for the
 // drill report.
 type Cluster struct {
 	cfg     Config
-	key     *signer.Ed25519Key
+	key     *chain.Ed25519Key
 	psk     pnet.PSK
 	tmp     bool
 	started time.Time
@@ -165,7 +166,7 @@ func NewCluster(cfg Config) (*Cluster, error) {
 		c.cfg.Dir, c.tmp = dir, true
 	}
 	var err error
-	if c.key, err = signer.GenerateKey(rand.Reader); err != nil {
+	if c.key, err = chain.GenerateKey(rand.Reader); err != nil {
 		return nil, fmt.Errorf("chain key: %w", err)
 	}
 	if c.psk, err = transport.GeneratePSK(); err != nil {
@@ -224,8 +225,8 @@ func (c *Cluster) Device(i int) (*Device, error) {
 }
 
 // Nodes returns the running nodes (paused ones included).
-func (c *Cluster) Nodes() []*signer.Node {
-	var out []*signer.Node
+func (c *Cluster) Nodes() []*node.Node {
+	var out []*node.Node
 	for _, d := range c.Devices() {
 		if n := d.Node(); n != nil {
 			out = append(out, n)
@@ -307,10 +308,10 @@ func (c *Cluster) listenAddrs(d *Device) []string {
 // startDevice starts d's node: bootstrap, join through the running members, or
 // (with existing state) rejoin.
 func (c *Cluster) startDevice(ctx context.Context, d *Device, bootstrap bool) error {
-	cfg := signer.Config{DataDir: d.Dir, ListenAddrs: c.listenAddrs(d), PSK: c.psk, ChainKey: c.key,
-		Bootstrap: bootstrap, TTL: c.cfg.TTL, Tick: c.cfg.Tick, Clock: d.Clock, APISocket: "-",
+	cfg := node.Config{DataDir: d.Dir, ListenAddrs: c.listenAddrs(d), PSK: c.psk, ChainKey: c.key,
+		Bootstrap: bootstrap, TTL: c.cfg.TTL, Tick: c.cfg.Tick, Clock: d.Clock,
 		Logger: c.cfg.Logger.With("device", d.Name), Raft: c.cfg.Raft,
-		Knobs: signer.Knobs{BeforePropose: func(ctx context.Context, e intentlog.Entry) { d.gate.wait(ctx, e) }}}
+		Knobs: node.Knobs{BeforePropose: func(ctx context.Context, e intentlog.Entry) { d.gate.wait(ctx, e) }}}
 	fresh := true
 	if _, err := os.Stat(filepath.Join(d.Dir, "raft.db")); err == nil {
 		fresh = false
@@ -328,15 +329,15 @@ func (c *Cluster) startDevice(ctx context.Context, d *Device, bootstrap bool) er
 		if len(seeds) == 0 {
 			return fmt.Errorf("start %s: %w: no running member to join through", d.Name, ErrNoDevice)
 		}
-		cfg.Join = &signer.JoinConfig{Seeds: seeds, Token: token}
+		cfg.Join = &node.JoinConfig{Seeds: seeds, Token: token}
 	}
-	n, err := signer.Start(ctx, cfg)
+	n, err := node.Start(ctx, cfg)
 	if err != nil && d.port != 0 && strings.Contains(err.Error(), "address already in use") {
 		d.mu.Lock()
 		d.port = 0 // someone took the port while the device was down
 		d.mu.Unlock()
 		cfg.ListenAddrs = c.listenAddrs(d)
-		n, err = signer.Start(ctx, cfg)
+		n, err = node.Start(ctx, cfg)
 	}
 	if err != nil {
 		return fmt.Errorf("start %s: %w", d.Name, err)

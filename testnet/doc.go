@@ -1,4 +1,4 @@
-// Package testnet runs baton failover drills: in-process clusters of signer.Node over
+// Package testnet runs baton failover drills: in-process clusters of node.Node over
 // real libp2p, Raft and bbolt on 127.0.0.1 with fault injection, a load generator, the
 // chain/intent checker, JSON and HTML reports with a timeline picture, and a
 // multi-process mode that drives the real `baton` binary. `baton drill` is DrillMain.
@@ -34,7 +34,7 @@
 //
 // Check reads every device's applied chain and the load generator's acknowledgement
 // record. It reports a fork (two commits with one prev on a device, or two devices
-// holding different commits at one seq), a chain signer.VerifyChain refuses (links,
+// holding different commits at one seq), a chain chain.VerifyChain refuses (links,
 // signatures, epochs), an acknowledged intent missing from the chain, an intent id
 // signed twice, and every failover (last commit of the old epoch to the first of the
 // new, timed by the recorder's observations when it has them). A drill checks only

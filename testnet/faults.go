@@ -6,8 +6,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/batonhq/baton/intentlog"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/batonhq/baton/intentlog"
 )
 
 // gate freezes a device's proposals while it is paused (Knobs.BeforePropose waits

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/intentlog"
-	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/signer/node"
 )
 
 // Defaults for LoadConfig fields left zero.
@@ -21,10 +21,10 @@ const (
 // Submitter is what the load generator needs from a device: submit one intent and
 // return once it is acknowledged (in the Raft log: the API's 202).
 type Submitter interface {
-	Submit(ctx context.Context, in intentlog.Intent, wait signer.Wait) (signer.SubmitResult, error)
+	Submit(ctx context.Context, in intentlog.Intent, wait node.Wait) (node.SubmitResult, error)
 }
 
-var _ Submitter = (*signer.Node)(nil)
+var _ Submitter = (*node.Node)(nil)
 
 // Target is one device the load generator may submit to.
 type Target struct {
@@ -128,7 +128,7 @@ func (l *Load) one(ctx context.Context, i int) {
 	sctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
 	l.submitted.Add(1)
-	res, err := t.Submitter.Submit(sctx, in, signer.WaitCommitted)
+	res, err := t.Submitter.Submit(sctx, in, node.WaitCommitted)
 	if err != nil {
 		l.failed.Add(1)
 		return

@@ -16,7 +16,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/signer/api"
+	"github.com/batonhq/baton/signer/node"
 )
 
 // ProcsScenarios are the scenarios multi-process mode supports: the faults a real
@@ -42,13 +43,13 @@ type Proc struct {
 	mu      sync.Mutex
 	cmd     *exec.Cmd
 	exited  chan struct{}
-	client  *signer.Client
+	client  *api.Client
 	paused  bool
 	started bool
 }
 
 // ProcCluster is a cluster of real baton processes on 127.0.0.1, driven through the
-// CLI (init, invite, join, run) and each device's API socket (signer.Client).
+// CLI (init, invite, join, run) and each device's API socket (api.Client).
 type ProcCluster struct {
 	bin   string
 	dir   string
@@ -245,7 +246,7 @@ func (p *Proc) spawn(args []string) error {
 	p.mu.Lock()
 	p.cmd, p.exited, p.paused, p.started = cmd, exited, false, true
 	if p.client == nil {
-		c, err := signer.NewClient(filepath.Join(p.Dir, signer.SocketFile), "")
+		c, err := api.NewClient(filepath.Join(p.Dir, api.SocketFile), "")
 		if err == nil {
 			p.client = c
 		}
@@ -278,15 +279,15 @@ func (p *Proc) Paused() bool {
 
 // state asks the device's API for its state (bounded: a frozen process does not
 // answer).
-func (p *Proc) state() (signer.State, bool) {
+func (p *Proc) state() (node.State, bool) {
 	if !p.Running() || p.Paused() {
-		return signer.State{}, false
+		return node.State{}, false
 	}
 	p.mu.Lock()
 	c := p.client
 	p.mu.Unlock()
 	if c == nil {
-		return signer.State{}, false
+		return node.State{}, false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()

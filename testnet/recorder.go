@@ -7,7 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/signer/node"
 )
 
 // recorder samples every running, unpaused device and builds the timeline: lease
@@ -33,7 +33,7 @@ type recorder struct {
 // sampled is one device's state at a sample.
 type sampled struct {
 	name string
-	st   *signer.State
+	st   *node.State
 }
 
 func newRecorder(every time.Duration, devices func() []sampled) *recorder {
@@ -105,7 +105,7 @@ func (r *recorder) sample() {
 
 // follow records when each commit is applied on n (more precise than sampling);
 // it returns when ctx is done or the node's log closes.
-func (r *recorder) follow(ctx context.Context, n *signer.Node) {
+func (r *recorder) follow(ctx context.Context, n *node.Node) {
 	for ac := range n.Commits(ctx, 1, true) {
 		if ac.Err != nil {
 			return

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/signer/chain"
 	"github.com/batonhq/baton/transport"
 )
 
@@ -187,9 +187,9 @@ func TestInitFromDirAndKeyFile(t *testing.T) {
 	}
 }
 
-func testInvite(t *testing.T, withKey bool) (string, invite, *signer.Ed25519Key) {
+func testInvite(t *testing.T, withKey bool) (string, invite, *chain.Ed25519Key) {
 	t.Helper()
-	key, err := signer.GenerateKey(nil)
+	key, err := chain.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func testInvite(t *testing.T, withKey bool) (string, invite, *signer.Ed25519Key)
 	var seed []byte
 	if withKey {
 		dir := t.TempDir()
-		if err := signer.SaveKey(filepath.Join(dir, "k"), key); err != nil {
+		if err := chain.SaveKey(filepath.Join(dir, "k"), key); err != nil {
 			t.Fatal(err)
 		}
 		if seed, err = chainKeySeed(filepath.Join(dir, "k")); err != nil {
@@ -255,7 +255,7 @@ func TestInviteBad(t *testing.T) {
 		b, _ := json.Marshal(m)
 		return invitePrefix + base64.RawURLEncoding.EncodeToString(b)
 	}
-	other, _ := signer.GenerateKey(nil)
+	other, _ := chain.GenerateKey(nil)
 	cases := map[string]string{
 		"prefix":    "baton2" + good[6:],
 		"truncated": good[:len(good)-7] + "!",

@@ -18,6 +18,9 @@ import (
 
 	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/signer/api"
+	"github.com/batonhq/baton/signer/chain"
+	"github.com/batonhq/baton/signer/node"
 )
 
 // apiFlags are the flags of the commands that talk to a running node.
@@ -43,8 +46,8 @@ func (f *apiFlags) target() string {
 }
 
 // client connects to the node's API; a bad --api value is a usage error.
-func (f *apiFlags) client() (*signer.Client, error) {
-	cl, err := signer.NewClient(f.target(), *f.token)
+func (f *apiFlags) client() (*api.Client, error) {
+	cl, err := api.NewClient(f.target(), *f.token)
 	if err != nil {
 		return nil, usagef("--api: %v", err)
 	}
@@ -89,8 +92,8 @@ func cmdInvite(ctx context.Context, c *cli, args []string) error {
 	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
-	if *ttl < time.Minute || *ttl > signer.MaxJoinWindowOpen {
-		return usagef("--ttl must be between 1m and %s", signer.MaxJoinWindowOpen)
+	if *ttl < time.Minute || *ttl > api.MaxJoinWindowOpen {
+		return usagef("--ttl must be between 1m and %s", api.MaxJoinWindowOpen)
 	}
 	d, err := loadDevice(*f.data)
 	if err != nil {
@@ -191,7 +194,7 @@ func cmdLeave(ctx context.Context, c *cli, args []string) error {
 
 // stillMember reports whether id is in the Raft configuration as the node sees it
 // (true when that cannot be read: then the error stands).
-func stillMember(ctx context.Context, cl *signer.Client, id string) bool {
+func stillMember(ctx context.Context, cl *api.Client, id string) bool {
 	ms, err := cl.Members(ctx)
 	if err != nil {
 		return true
@@ -244,7 +247,7 @@ func cmdStatus(ctx context.Context, c *cli, args []string) error {
 	return nil
 }
 
-func printStatus(w io.Writer, st signer.State, members []signer.MemberJSON, merr error) {
+func printStatus(w io.Writer, st node.State, members []api.MemberJSON, merr error) {
 	me := func(id string) string {
 		switch id {
 		case "":
@@ -372,12 +375,12 @@ func cmdSubmit(ctx context.Context, c *cli, args []string) error {
 	if n != 1 {
 		return usagef("give exactly one of --value, --file or --del")
 	}
-	var w signer.Wait
+	var w node.Wait
 	switch *wait {
 	case "committed":
-		w = signer.WaitCommitted
+		w = node.WaitCommitted
 	case "signed":
-		w = signer.WaitSigned
+		w = node.WaitSigned
 	default:
 		return usagef("--wait %q: want committed or signed", *wait)
 	}
@@ -386,13 +389,13 @@ func cmdSubmit(ctx context.Context, c *cli, args []string) error {
 	case *del:
 		in.Op, in.Value = intentlog.OpDel, nil
 	case *file == "-":
-		b, err := io.ReadAll(io.LimitReader(c.stdin, signer.MaxRequestBody+1))
+		b, err := io.ReadAll(io.LimitReader(c.stdin, api.MaxRequestBody+1))
 		if err != nil {
 			return err
 		}
 		in.Value = b
 	case *file != "":
-		b, err := readSmall(*file, signer.MaxRequestBody)
+		b, err := readSmall(*file, api.MaxRequestBody)
 		if err != nil {
 			return err
 		}
@@ -403,7 +406,7 @@ func cmdSubmit(ctx context.Context, c *cli, args []string) error {
 		_, _ = rand.Read(b)
 		in.ID = "cli-" + hex.EncodeToString(b)
 	}
-	if err := signer.ValidateIntent(&in); err != nil {
+	if err := node.ValidateIntent(&in); err != nil {
 		return usagef("%v", err)
 	}
 	cl, err := f.client()
@@ -412,7 +415,7 @@ func cmdSubmit(ctx context.Context, c *cli, args []string) error {
 	}
 	defer cl.Close()
 	timeout := callTimeout
-	if w == signer.WaitSigned {
+	if w == node.WaitSigned {
 		timeout = 2 * callTimeout
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
@@ -504,7 +507,7 @@ func streamCommits(ctx context.Context, c *cli, name, usage string, args []strin
 		}
 		n++
 		if *asJSON {
-			if err := enc.Encode(signer.CommitJSON{Seq: ac.Seq, Hash: hex.EncodeToString(ac.Hash[:]), Epoch: ac.Epoch, Signer: ac.Signer, CBOR: ac.Raw}); err != nil {
+			if err := enc.Encode(api.CommitJSON{Seq: ac.Seq, Hash: hex.EncodeToString(ac.Hash[:]), Epoch: ac.Epoch, Signer: ac.Signer, CBOR: ac.Raw}); err != nil {
 				return err
 			}
 			continue
@@ -521,7 +524,7 @@ func streamCommits(ctx context.Context, c *cli, name, usage string, args []strin
 }
 
 func commitLine(ac signer.AppliedCommit) string {
-	c, err := signer.Decode(ac.Raw)
+	c, err := chain.Decode(ac.Raw)
 	if err != nil {
 		return fmt.Sprintf("seq %d  UNDECODABLE: %v", ac.Seq, err)
 	}
@@ -531,7 +534,7 @@ func commitLine(ac signer.AppliedCommit) string {
 			paths = append(paths, fmt.Sprintf("+%d more", len(c.Ops)-3))
 			break
 		}
-		paths = append(paths, op.Op.String()+" "+op.Path)
+		paths = append(paths, op.Kind.String()+" "+op.Path)
 	}
 	return fmt.Sprintf("%s  seq %-6d epoch %-3d signer %s  hash %x  %d ops: %s",
 		time.UnixMilli(c.Time).Format("15:04:05.000"), c.Seq, c.Epoch, shortPeer(c.Signer), ac.Hash[:6], len(c.Ops), strings.Join(paths, ", "))

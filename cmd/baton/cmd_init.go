@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/signer/chain"
 	"github.com/batonhq/baton/transport"
 )
 
@@ -46,20 +46,20 @@ func cmdInit(ctx context.Context, c *cli, args []string) error {
 	data := dataFlag(fs)
 	newChain := fs.Bool("new-chain", false, "create a new chain key and network key (first device only)")
 	from := fs.String("from", "", "take the keys from an invite token, an invite file, a data dir or a network key file")
-	chain := fs.String("chain", "", "the chain's did:key, when --from gives only a network key")
+	chainDID := fs.String("chain", "", "the chain's did:key, when --from gives only a network key")
 	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if *newChain == (*from != "") {
 		return usagef("give exactly one of --new-chain or --from")
 	}
-	if *chain != "" && *newChain {
+	if *chainDID != "" && *newChain {
 		return usagef("--chain goes with --from, not --new-chain")
 	}
 	var k keys
 	var inv *invite
 	if *newChain {
-		key, err := signer.GenerateKey(nil)
+		key, err := chain.GenerateKey(nil)
 		if err != nil {
 			return err
 		}
@@ -70,7 +70,7 @@ func cmdInit(ctx context.Context, c *cli, args []string) error {
 		k = keys{psk: psk, chain: key.DID(), key: key, first: true}
 	} else {
 		var err error
-		k, inv, err = keysFrom(*from, *chain)
+		k, inv, err = keysFrom(*from, *chainDID)
 		if err != nil {
 			return err
 		}
@@ -160,38 +160,38 @@ func keysFromDir(dir, chain string) (keys, *invite, error) {
 
 // chainBeside finds the chain key (chain.key) or at least the chain (device.json, or
 // --chain) in dir.
-func chainBeside(dir, chain string) (keys, error) {
-	key, err := signer.LoadKey(filepath.Join(dir, chainKeyFile))
+func chainBeside(dir, did string) (keys, error) {
+	key, err := chain.LoadKey(filepath.Join(dir, chainKeyFile))
 	switch {
 	case err == nil:
-		if chain != "" && chain != key.DID() {
-			return keys{}, fmt.Errorf("--chain %s, but %s holds the key of %s", chain, filepath.Join(dir, chainKeyFile), key.DID())
+		if did != "" && did != key.DID() {
+			return keys{}, fmt.Errorf("--chain %s, but %s holds the key of %s", did, filepath.Join(dir, chainKeyFile), key.DID())
 		}
 		return keys{chain: key.DID(), key: key}, nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return keys{}, err
 	}
-	if chain == "" {
+	if did == "" {
 		if raw, err := readSmall(filepath.Join(dir, deviceFile), 4096); err == nil {
 			var doc deviceDoc
 			if json.Unmarshal(raw, &doc) == nil {
-				chain = doc.Chain
+				did = doc.Chain
 			}
 		}
 	}
-	if chain == "" {
+	if did == "" {
 		return keys{}, fmt.Errorf("no %s in %s: give the chain's did:key with --chain (this device will then verify but never sign)", chainKeyFile, dir)
 	}
-	if _, err := signer.ParseDID(chain); err != nil {
+	if _, err := chain.ParseDID(did); err != nil {
 		return keys{}, usagef("--chain: %v", err)
 	}
-	return keys{chain: chain}, nil
+	return keys{chain: did}, nil
 }
 
-// chainKeySeed reads the seed of a chain key file (format of signer.SaveKey), after
-// signer.LoadKey has validated it.
+// chainKeySeed reads the seed of a chain key file (format of chain.SaveKey), after
+// chain.LoadKey has validated it.
 func chainKeySeed(path string) ([]byte, error) {
-	k, err := signer.LoadKey(path)
+	k, err := chain.LoadKey(path)
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +209,7 @@ func chainKeySeed(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if again, err := signer.NewEd25519KeyFromSeed(seed); err != nil || again.DID() != k.DID() {
+	if again, err := chain.NewEd25519KeyFromSeed(seed); err != nil || again.DID() != k.DID() {
 		return nil, fmt.Errorf("%s: seed does not match its did", path)
 	}
 	return seed, nil

@@ -17,7 +17,8 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/batonhq/baton/intentlog"
-	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/signer/api"
+	"github.com/batonhq/baton/signer/node"
 	"github.com/batonhq/baton/transport"
 )
 
@@ -73,8 +74,8 @@ func addRunFlags(fs *flag.FlagSet, withJoin bool) *runFlags {
 		listen:      fs.String("listen", strings.Join(transport.DefaultListenAddrs, ","), "libp2p TCP listen `multiaddrs`, comma-separated"),
 		apiAddr:     fs.String("api-addr", "", "also serve the API on this TCP `host:port` (loopback unless --api-token is set)"),
 		apiToken:    fs.String("api-token", "", "bearer `token` required on the TCP API"),
-		ttl:         fs.Duration("ttl", signer.DefaultNodeTTL, "lease TTL of this device's claims"),
-		tick:        fs.Duration("tick", signer.DefaultNodeTick, "signer loop tick (lease renewal cadence)"),
+		ttl:         fs.Duration("ttl", node.DefaultNodeTTL, "lease TTL of this device's claims"),
+		tick:        fs.Duration("tick", node.DefaultNodeTick, "signer loop tick (lease renewal cadence)"),
 		bootstrap:   fs.Bool("bootstrap", false, "bootstrap a new cluster on first start (implied for the device made with init --new-chain)"),
 		nonvoter:    fs.Bool("nonvoter", false, "join as a non-voter (a replica that does not count for quorum)"),
 		raftTimeout: fs.Duration("raft-timeout", 0, "Raft heartbeat and election timeout (0: raft's default, 1s); lower for a fast LAN or tests"),
@@ -123,23 +124,23 @@ func cmdJoin(ctx context.Context, c *cli, args []string) error {
 	return c.runNode(ctx, f, inv)
 }
 
-// nodeConfig builds the signer.Config of a device and its flags.
-func (c *cli) nodeConfig(f *runFlags, inv *invite) (signer.Config, *device, error) {
+// nodeConfig builds the node.Config of a device and its flags.
+func (c *cli) nodeConfig(f *runFlags, inv *invite) (node.Config, *device, error) {
 	d, err := loadDevice(*f.data)
 	if err != nil {
-		return signer.Config{}, nil, err
+		return node.Config{}, nil, err
 	}
 	if *f.ttl <= 0 || *f.tick <= 0 {
-		return signer.Config{}, nil, usagef("--ttl and --tick must be positive")
+		return node.Config{}, nil, usagef("--ttl and --tick must be positive")
 	}
 	if *f.tick >= *f.ttl {
-		return signer.Config{}, nil, usagef("--tick (%s) must be well below --ttl (%s)", *f.tick, *f.ttl)
+		return node.Config{}, nil, usagef("--tick (%s) must be well below --ttl (%s)", *f.tick, *f.ttl)
 	}
 	logger, err := newLogger(c, *f.logLevel, *f.logFormat)
 	if err != nil {
-		return signer.Config{}, nil, err
+		return node.Config{}, nil, err
 	}
-	cfg := signer.Config{
+	cfg := node.Config{
 		DataDir:     d.dir,
 		ListenAddrs: splitList(*f.listen),
 		PSK:         d.psk,
@@ -147,15 +148,13 @@ func (c *cli) nodeConfig(f *runFlags, inv *invite) (signer.Config, *device, erro
 		Bootstrap:   *f.bootstrap || d.first,
 		TTL:         *f.ttl,
 		Tick:        *f.tick,
-		APIAddr:     *f.apiAddr,
-		APIToken:    *f.apiToken,
 		Logger:      logger,
 	}
 	if d.key != nil {
 		cfg.ChainKey = d.key
 	}
 	if len(cfg.ListenAddrs) == 0 {
-		return signer.Config{}, nil, usagef("--listen is empty")
+		return node.Config{}, nil, usagef("--listen is empty")
 	}
 	if rt := *f.raftTimeout; rt > 0 {
 		cfg.Raft = func(rc *raft.Config) {
@@ -168,39 +167,39 @@ func (c *cli) nodeConfig(f *runFlags, inv *invite) (signer.Config, *device, erro
 	switch {
 	case inv == nil && *f.join != "" && looksLikeInvite(*f.join):
 		if inv, err = decodeInvite(*f.join); err != nil {
-			return signer.Config{}, nil, usagef("--join: %v", err)
+			return node.Config{}, nil, usagef("--join: %v", err)
 		}
 	case inv == nil && *f.join != "":
 		tok, err := decodeToken(*f.joinToken)
 		if err != nil {
-			return signer.Config{}, nil, usagef("--join-token: %v", err)
+			return node.Config{}, nil, usagef("--join-token: %v", err)
 		}
 		seeds := splitList(*f.join)
 		if _, err := transport.ParseSeeds(seeds); err != nil {
-			return signer.Config{}, nil, usagef("--join: %v", err)
+			return node.Config{}, nil, usagef("--join: %v", err)
 		}
-		cfg.Join = &signer.JoinConfig{Seeds: seeds, Token: tok, NonVoter: *f.nonvoter}
+		cfg.Join = &node.JoinConfig{Seeds: seeds, Token: tok, NonVoter: *f.nonvoter}
 	}
 	if inv != nil {
 		if inv.chain != d.chain {
-			return signer.Config{}, nil, fmt.Errorf("the invite is for chain %s, but %s serves %s", inv.chain, d.dir, d.chain)
+			return node.Config{}, nil, fmt.Errorf("the invite is for chain %s, but %s serves %s", inv.chain, d.dir, d.chain)
 		}
 		if !bytes.Equal(d.psk, inv.psk) {
-			return signer.Config{}, nil, fmt.Errorf("the invite's network key differs from %s", filepath.Join(d.dir, networkKeyFile))
+			return node.Config{}, nil, fmt.Errorf("the invite's network key differs from %s", filepath.Join(d.dir, networkKeyFile))
 		}
 		if fresh && inv.expired(time.Now()) {
-			return signer.Config{}, nil, fmt.Errorf("the invite expired at %s: ask a running device for a new one (`baton invite`)", inv.exp.Format(time.RFC3339))
+			return node.Config{}, nil, fmt.Errorf("the invite expired at %s: ask a running device for a new one (`baton invite`)", inv.exp.Format(time.RFC3339))
 		}
-		cfg.Join = &signer.JoinConfig{Seeds: inv.addrs, Token: inv.token, NonVoter: *f.nonvoter}
+		cfg.Join = &node.JoinConfig{Seeds: inv.addrs, Token: inv.token, NonVoter: *f.nonvoter}
 	}
 	if cfg.Join != nil && d.first && fresh {
-		return signer.Config{}, nil, usagef("this device founded its chain (init --new-chain); it bootstraps and cannot join another cluster")
+		return node.Config{}, nil, usagef("this device founded its chain (init --new-chain); it bootstraps and cannot join another cluster")
 	}
 	if cfg.Join != nil {
 		cfg.Bootstrap = false
 	}
 	if fresh && !cfg.Bootstrap && cfg.Join == nil {
-		return signer.Config{}, nil, usagef("%s has never joined a cluster: use `baton join INVITE` (or --bootstrap to start a new cluster with this device alone)", d.dir)
+		return node.Config{}, nil, usagef("%s has never joined a cluster: use `baton join INVITE` (or --bootstrap to start a new cluster with this device alone)", d.dir)
 	}
 	return cfg, d, nil
 }
@@ -210,21 +209,32 @@ func (c *cli) runNode(ctx context.Context, f *runFlags, inv *invite) error {
 	if err != nil {
 		return err
 	}
+	acfg := api.Config{Socket: filepath.Join(cfg.DataDir, api.SocketFile), Addr: *f.apiAddr,
+		Token: *f.apiToken, Logger: cfg.Logger}
+	if err := acfg.Validate(); err != nil {
+		return usagef("--api-addr: %v", err)
+	}
 	unlock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	n, err := signer.Start(ctx, cfg)
+	n, err := node.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}
+	srv, err := api.Start(n, acfg)
+	if err != nil {
+		_ = n.Stop(context.Background())
+		return err
+	}
 	cfg.Logger.Info("baton running", "id", n.ID(), "chain", n.Chain(), "addrs", strings.Join(n.Addrs(), ","),
-		"api", cfg.APISocket, "signer", cfg.ChainKey != nil, "version", version())
+		"api", srv.Socket(), "signer", cfg.ChainKey != nil, "version", version())
 	<-ctx.Done()
 	cfg.Logger.Info("stopping: releasing the lease if held (signal again to abort)")
 	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	srv.Close(stopCtx)
 	if err := n.Stop(stopCtx); err != nil {
 		return fmt.Errorf("stop: %w", err)
 	}

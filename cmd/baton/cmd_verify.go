@@ -12,8 +12,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/batonhq/baton/intentlog"
-	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/signer/chain"
 )
 
 const verifyUsage = `Usage: baton verify [--chain DID] [FILE|-]
@@ -47,7 +46,7 @@ type exportLine struct {
 
 func cmdVerify(ctx context.Context, c *cli, args []string) error {
 	fs := c.flagSet("verify", verifyUsage)
-	chain := fs.String("chain", "", "the chain's did:key")
+	chainDID := fs.String("chain", "", "the chain's did:key")
 	data := dataFlag(fs)
 	if err := c.parse(fs, args); err != nil {
 		return err
@@ -55,14 +54,14 @@ func cmdVerify(ctx context.Context, c *cli, args []string) error {
 	if fs.NArg() > 1 {
 		return usagef("one FILE at most, got %d", fs.NArg())
 	}
-	if *chain == "" {
+	if *chainDID == "" {
 		d, err := loadDevice(*data)
 		if err != nil {
 			return usagef("--chain DID is required (no initialized device in %s to take it from)", *data)
 		}
-		*chain = d.chain
+		*chainDID = d.chain
 	}
-	if _, err := signer.ParseDID(*chain); err != nil {
+	if _, err := chain.ParseDID(*chainDID); err != nil {
 		return usagef("--chain: %v", err)
 	}
 	var in io.Reader = c.stdin
@@ -75,7 +74,7 @@ func cmdVerify(ctx context.Context, c *cli, args []string) error {
 		defer f.Close()
 		in, name = f, fs.Arg(0)
 	}
-	head, n, err := verifyExport(in, *chain)
+	head, n, err := verifyExport(in, *chainDID)
 	if err != nil {
 		return &exitError{code: 1, msg: fmt.Sprintf("%s: %v", name, err)}
 	}
@@ -88,10 +87,10 @@ func cmdVerify(ctx context.Context, c *cli, args []string) error {
 }
 
 // verifyExport checks an NDJSON export from seq 1 and returns its head and length.
-func verifyExport(r io.Reader, chain string) (intentlog.Head, int, error) {
-	v, err := signer.NewChainVerifier(chain, intentlog.Head{})
+func verifyExport(r io.Reader, did string) (chain.Head, int, error) {
+	v, err := chain.NewChainVerifier(did, chain.Head{})
 	if err != nil {
-		return intentlog.Head{}, 0, err
+		return chain.Head{}, 0, err
 	}
 	br := bufio.NewReaderSize(r, 64<<10)
 	n := 0
@@ -121,7 +120,7 @@ func verifyExport(r io.Reader, chain string) (intentlog.Head, int, error) {
 		if err != nil {
 			return v.Head(), n, fmt.Errorf("line %d: %w", lineNo, err)
 		}
-		h := signer.Hash(raw)
+		h := chain.Hash(raw)
 		if l.Seq != c.Seq {
 			return v.Head(), n, fmt.Errorf("seq %d (line %d): the line says seq %d", c.Seq, lineNo, l.Seq)
 		}

@@ -19,6 +19,8 @@ import (
 
 	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/signer/chain"
+	"github.com/batonhq/baton/signer/node"
 	"github.com/batonhq/baton/transport"
 )
 
@@ -42,8 +44,8 @@ type demoDevice struct {
 	name   string
 	dir    string
 	listen string
-	cfg    signer.Config
-	node   atomic.Pointer[signer.Node] // nil while down
+	cfg    node.Config
+	node   atomic.Pointer[node.Node] // nil while down
 }
 
 type demo struct {
@@ -188,7 +190,7 @@ func (d *demo) stopAll() {
 }
 
 func (d *demo) run(ctx context.Context, dir string, logger *slog.Logger) error {
-	key, err := signer.GenerateKey(nil)
+	key, err := chain.GenerateKey(nil)
 	if err != nil {
 		return err
 	}
@@ -216,7 +218,7 @@ func (d *demo) run(ctx context.Context, dir string, logger *slog.Logger) error {
 	defer stopSub()
 	defer stopWatch()
 
-	holder, err := d.waitFor(ctx, 10*time.Second, "a holder signing", func(s signer.State) bool {
+	holder, err := d.waitFor(ctx, 10*time.Second, "a holder signing", func(s node.State) bool {
 		return s.Lease.Holder != "" && s.Head.Seq >= 20 && s.Head.Epoch == s.Lease.Epoch
 	})
 	if err != nil {
@@ -242,14 +244,14 @@ func (d *demo) run(ctx context.Context, dir string, logger *slog.Logger) error {
 	}
 	d.say("KILL %s (the holder, epoch %d, head seq %d %s): no release, no goodbye", victim.name, before.Lease.Epoch, before.Head.Seq, short(before.Head.Hash))
 
-	claimed, err := d.waitFor(ctx, 4*d.ttl+10*time.Second, "a new holder", func(s signer.State) bool {
+	claimed, err := d.waitFor(ctx, 4*d.ttl+10*time.Second, "a new holder", func(s node.State) bool {
 		return s.Lease.Epoch > before.Lease.Epoch && s.Lease.Holder != "" && s.Lease.Holder != vn.ID()
 	})
 	if err != nil {
 		return err
 	}
 	claimAfter := time.Since(killAt)
-	signed, err := d.waitFor(ctx, 4*d.ttl+10*time.Second, "a commit under the new epoch", func(s signer.State) bool {
+	signed, err := d.waitFor(ctx, 4*d.ttl+10*time.Second, "a commit under the new epoch", func(s node.State) bool {
 		return s.Head.Epoch > before.Lease.Epoch
 	})
 	if err != nil {
@@ -272,7 +274,7 @@ func (d *demo) run(ctx context.Context, dir string, logger *slog.Logger) error {
 	}
 	target := d.anyLive().State().Head.Seq
 	caught := time.Now()
-	vs, err := d.waitOn(ctx, victim, 15*time.Second, "catch-up of the restarted device", func(s signer.State) bool {
+	vs, err := d.waitOn(ctx, victim, 15*time.Second, "catch-up of the restarted device", func(s node.State) bool {
 		return s.Head.Seq >= target
 	})
 	if err != nil {
@@ -283,13 +285,13 @@ func (d *demo) run(ctx context.Context, dir string, logger *slog.Logger) error {
 
 	// Phase 4: a graceful handover back to the restarted device.
 	// Holds is false for a moment around lease writes: poll for the holder.
-	cur, err := d.waitFor(ctx, 4*d.ttl, "holder to hand the lease over", func(s signer.State) bool {
+	cur, err := d.waitFor(ctx, 4*d.ttl, "holder to hand the lease over", func(s node.State) bool {
 		return s.Lease.HeldByMe
 	})
 	if err != nil {
 		return err
 	}
-	var holderNode *signer.Node
+	var holderNode *node.Node
 	for _, dv := range d.live() {
 		if n := dv.node.Load(); n != nil && n.ID() == cur.ID {
 			holderNode = n
@@ -317,7 +319,7 @@ func (d *demo) run(ctx context.Context, dir string, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("transfer: %w", err)
 	}
-	hs, err := d.waitOn(ctx, to, 10*time.Second, "a commit by the new holder after the transfer", func(s signer.State) bool {
+	hs, err := d.waitOn(ctx, to, 10*time.Second, "a commit by the new holder after the transfer", func(s node.State) bool {
 		return s.Head.Epoch > cur.Lease.Epoch && s.Head.Signer == s.ID
 	})
 	if err != nil {
@@ -349,11 +351,11 @@ func (d *demo) raftTweak(rc *raft.Config) {
 	rc.LeaderLeaseTimeout = 150 * time.Millisecond
 }
 
-func (d *demo) startCluster(ctx context.Context, dir string, psk pnet.PSK, key *signer.Ed25519Key, logger *slog.Logger) error {
+func (d *demo) startCluster(ctx context.Context, dir string, psk pnet.PSK, key *chain.Ed25519Key, logger *slog.Logger) error {
 	for i, name := range []string{"A", "B", "C"} {
 		dv := &demoDevice{name: name, dir: filepath.Join(dir, strings.ToLower(name)), listen: "/ip4/127.0.0.1/tcp/0"}
-		dv.cfg = signer.Config{DataDir: dv.dir, ListenAddrs: []string{dv.listen}, PSK: psk, ChainKey: key,
-			TTL: d.ttl, Tick: d.tick, APISocket: "-", Logger: logger.With("device", name), Raft: d.raftTweak,
+		dv.cfg = node.Config{DataDir: dv.dir, ListenAddrs: []string{dv.listen}, PSK: psk, ChainKey: key,
+			TTL: d.ttl, Tick: d.tick, Logger: logger.With("device", name), Raft: d.raftTweak,
 			Bootstrap: i == 0}
 		if i > 0 {
 			first := d.devs[0].node.Load()
@@ -362,10 +364,10 @@ func (d *demo) startCluster(ctx context.Context, dir string, psk pnet.PSK, key *
 				return err
 			}
 			first.AllowJoin(token, time.Now().Add(time.Minute))
-			dv.cfg.Join = &signer.JoinConfig{Seeds: first.Addrs(), Token: token}
+			dv.cfg.Join = &node.JoinConfig{Seeds: first.Addrs(), Token: token}
 		}
 		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		n, err := signer.Start(sctx, dv.cfg)
+		n, err := node.Start(sctx, dv.cfg)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("start %s: %w", name, err)
@@ -385,7 +387,7 @@ func (d *demo) startCluster(ctx context.Context, dir string, psk pnet.PSK, key *
 		}
 		d.say("device %s %s  (peer %s, %s)", name, how, shortPeer(n.ID()), dv.listen)
 		if i == 0 {
-			if _, err := d.waitFor(ctx, 10*time.Second, "A to lead Raft", func(s signer.State) bool { return s.Raft.Role == "Leader" }); err != nil {
+			if _, err := d.waitFor(ctx, 10*time.Second, "A to lead Raft", func(s node.State) bool { return s.Raft.Role == "Leader" }); err != nil {
 				return err
 			}
 		}
@@ -399,7 +401,7 @@ func (d *demo) restart(ctx context.Context, dv *demoDevice, logger *slog.Logger)
 	cfg.ListenAddrs = []string{dv.listen}
 	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	n, err := signer.Start(sctx, cfg)
+	n, err := node.Start(sctx, cfg)
 	if err != nil {
 		return fmt.Errorf("restart %s: %w", dv.name, err)
 	}
@@ -420,7 +422,7 @@ func (d *demo) pause(ctx context.Context, dur time.Duration) {
 }
 
 // waitOn polls one device's state until ok, or the deadline.
-func (d *demo) waitOn(ctx context.Context, dv *demoDevice, timeout time.Duration, what string, ok func(signer.State) bool) (signer.State, error) {
+func (d *demo) waitOn(ctx context.Context, dv *demoDevice, timeout time.Duration, what string, ok func(node.State) bool) (node.State, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	t := time.NewTicker(20 * time.Millisecond)
@@ -433,14 +435,14 @@ func (d *demo) waitOn(ctx context.Context, dv *demoDevice, timeout time.Duration
 		}
 		select {
 		case <-ctx.Done():
-			return signer.State{}, fmt.Errorf("no %s within %s", what, timeout)
+			return node.State{}, fmt.Errorf("no %s within %s", what, timeout)
 		case <-t.C:
 		}
 	}
 }
 
 // waitFor polls the live devices' states until one satisfies ok, or the deadline.
-func (d *demo) waitFor(ctx context.Context, timeout time.Duration, what string, ok func(signer.State) bool) (signer.State, error) {
+func (d *demo) waitFor(ctx context.Context, timeout time.Duration, what string, ok func(node.State) bool) (node.State, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	t := time.NewTicker(20 * time.Millisecond)
@@ -455,7 +457,7 @@ func (d *demo) waitFor(ctx context.Context, timeout time.Duration, what string, 
 		}
 		select {
 		case <-ctx.Done():
-			return signer.State{}, fmt.Errorf("no %s within %s", what, timeout)
+			return node.State{}, fmt.Errorf("no %s within %s", what, timeout)
 		case <-t.C:
 		}
 	}
@@ -475,7 +477,7 @@ func (d *demo) watch(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		var best signer.State
+		var best node.State
 		for _, dv := range d.live() {
 			if n := dv.node.Load(); n != nil {
 				if s := n.State(); s.Raft.AppliedIndex >= best.Raft.AppliedIndex {
@@ -537,7 +539,7 @@ func (d *demo) submit(ctx context.Context) {
 					continue
 				}
 				sctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-				_, err := n.Submit(sctx, in, signer.WaitCommitted)
+				_, err := n.Submit(sctx, in, node.WaitCommitted)
 				cancel()
 				if err == nil {
 					d.acked.Store(in.ID, struct{}{})
@@ -552,7 +554,7 @@ func (d *demo) submit(ctx context.Context) {
 
 // checkContinuation checks that the first commit of the new epoch links to the head
 // the killed holder left (or to a commit after it that the old epoch completed).
-func (d *demo) checkContinuation(ctx context.Context, before, after signer.State) error {
+func (d *demo) checkContinuation(ctx context.Context, before, after node.State) error {
 	n := d.anyLive()
 	if n == nil {
 		return errors.New("no live device")
@@ -581,8 +583,8 @@ func (d *demo) checkContinuation(ctx context.Context, before, after signer.State
 }
 
 // anyLive returns the live device with the most advanced chain head.
-func (d *demo) anyLive() *signer.Node {
-	var best *signer.Node
+func (d *demo) anyLive() *node.Node {
+	var best *node.Node
 	var seq uint64
 	for _, dv := range d.live() {
 		if n := dv.node.Load(); n != nil {
@@ -628,7 +630,7 @@ func (d *demo) settle(ctx context.Context) error {
 
 // check verifies the chain on every device and the exactly-once promise, and prints
 // the summary.
-func (d *demo) check(ctx context.Context, chain string, killAt time.Time, claimAfter, takeover time.Duration, before, claimed signer.State) error {
+func (d *demo) check(ctx context.Context, did string, killAt time.Time, claimAfter, takeover time.Duration, before, claimed node.State) error {
 	type devChain struct {
 		raws   [][]byte
 		hashes []string
@@ -647,7 +649,7 @@ func (d *demo) check(ctx context.Context, chain string, killAt time.Time, claimA
 			chains[i].raws = append(chains[i].raws, c.Raw)
 			chains[i].hashes = append(chains[i].hashes, fmt.Sprintf("%x", c.Hash))
 		}
-		if err := signer.VerifyChain(chains[i].raws, chain); err != nil {
+		if err := chain.VerifyChain(chains[i].raws, did); err != nil {
 			d.fail("%s: chain does not verify: %v", dv.name, err)
 			verifies = false
 		}
@@ -661,7 +663,7 @@ func (d *demo) check(ctx context.Context, chain string, killAt time.Time, claimA
 	signers := map[string]int{}
 	epochs := map[uint64]bool{}
 	for _, raw := range chains[0].raws {
-		c, err := signer.Decode(raw)
+		c, err := chain.Decode(raw)
 		if err != nil {
 			return err
 		}

@@ -13,7 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/pnet"
 
-	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/signer/chain"
 	"github.com/batonhq/baton/transport"
 )
 
@@ -21,7 +21,7 @@ import (
 // members.json, raft.db, state.db, snapshots/ and baton.sock).
 const (
 	networkKeyFile = "network.key" // the private network key (swarm key format), 0600
-	chainKeyFile   = "chain.key"   // the chain key (signer.SaveKey format), 0600; absent on a replica that never signs
+	chainKeyFile   = "chain.key"   // the chain key (chain.SaveKey format), 0600; absent on a replica that never signs
 	deviceFile     = "device.json" // which chain this device serves and whether it founded the cluster
 	socketFile     = "baton.sock"  // the local API
 )
@@ -39,7 +39,7 @@ type device struct {
 	id    peer.ID
 	psk   pnet.PSK
 	chain string
-	key   *signer.Ed25519Key // nil on a replica without the chain key
+	key   *chain.Ed25519Key // nil on a replica without the chain key
 	first bool
 }
 
@@ -62,14 +62,14 @@ func loadDevice(dir string) (*device, error) {
 	if doc.Version != 1 {
 		return nil, fmt.Errorf("%s: version %d, want 1", filepath.Join(dir, deviceFile), doc.Version)
 	}
-	if _, err := signer.ParseDID(doc.Chain); err != nil {
+	if _, err := chain.ParseDID(doc.Chain); err != nil {
 		return nil, fmt.Errorf("%s: chain: %w", filepath.Join(dir, deviceFile), err)
 	}
 	d := &device{dir: dir, chain: doc.Chain, first: doc.First}
 	if d.psk, err = transport.ReadPSKFile(filepath.Join(dir, networkKeyFile)); err != nil {
 		return nil, fmt.Errorf("network key: %w", err)
 	}
-	k, err := signer.LoadKey(filepath.Join(dir, chainKeyFile))
+	k, err := chain.LoadKey(filepath.Join(dir, chainKeyFile))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
@@ -93,7 +93,7 @@ func loadDevice(dir string) (*device, error) {
 type keys struct {
 	psk   pnet.PSK
 	chain string
-	key   *signer.Ed25519Key // optional
+	key   *chain.Ed25519Key // optional
 	first bool
 }
 
@@ -120,7 +120,7 @@ func writeDevice(dir string, k keys) (peer.ID, error) {
 		return "", fmt.Errorf("identity: %w", err)
 	}
 	if k.key != nil {
-		if err := signer.SaveKey(filepath.Join(dir, chainKeyFile), k.key); err != nil {
+		if err := chain.SaveKey(filepath.Join(dir, chainKeyFile), k.key); err != nil {
 			return "", err
 		}
 	}

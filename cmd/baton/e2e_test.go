@@ -19,7 +19,9 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/intentlog"
-	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/signer/api"
+	"github.com/batonhq/baton/signer/chain"
+	"github.com/batonhq/baton/signer/node"
 )
 
 // The end-to-end tests run the real binary: TestMain builds it once.
@@ -194,9 +196,9 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() (b
 	t.Fatalf("timed out after %s waiting for %s (last: %s)", timeout, what, last)
 }
 
-func client(t *testing.T, data string) *signer.Client {
+func client(t *testing.T, data string) *api.Client {
 	t.Helper()
-	c, err := signer.NewClient(filepath.Join(data, socketFile), "")
+	c, err := api.NewClient(filepath.Join(data, socketFile), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,10 +206,10 @@ func client(t *testing.T, data string) *signer.Client {
 	return c
 }
 
-func state(data string) (signer.State, error) {
-	c, err := signer.NewClient(filepath.Join(data, socketFile), "")
+func state(data string) (node.State, error) {
+	c, err := api.NewClient(filepath.Join(data, socketFile), "")
 	if err != nil {
-		return signer.State{}, err
+		return node.State{}, err
 	}
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -228,13 +230,13 @@ func TestE2ECluster(t *testing.T) {
 
 	// Device 1: a new chain; bootstraps on its first run.
 	out := mustBin(t, "init", "--data", data[0], "--new-chain")
-	chain := ""
+	did := ""
 	for _, f := range strings.Fields(out) {
 		if strings.HasPrefix(f, "did:key:") {
-			chain = f
+			did = f
 		}
 	}
-	if chain == "" {
+	if did == "" {
 		t.Fatalf("init printed no chain: %s", out)
 	}
 	l1 := freeListen(t)
@@ -309,7 +311,7 @@ func TestE2ECluster(t *testing.T) {
 	defer cancel()
 	for i := 0; i < 20; i++ {
 		id := fmt.Sprintf("go-%d", i)
-		if _, err := c3.Submit(ctx, intentlog.Intent{ID: id, Op: intentlog.OpPut, Path: fmt.Sprintf("posts/g%d", i), Value: []byte("v")}, signer.WaitCommitted); err != nil {
+		if _, err := c3.Submit(ctx, intentlog.Intent{ID: id, Op: intentlog.OpPut, Path: fmt.Sprintf("posts/g%d", i), Value: []byte("v")}, node.WaitCommitted); err != nil {
 			t.Fatalf("client submit %s: %v", id, err)
 		}
 		acked[id] = true
@@ -331,7 +333,7 @@ func TestE2ECluster(t *testing.T) {
 	killedAt := time.Now()
 	procs[holder].kill9(t)
 	survivor := (holder + 1) % 3
-	var after signer.State
+	var after node.State
 	eventually(t, 20*time.Second, "a takeover after kill -9", func() (bool, string) {
 		for i := range data {
 			if i == holder {
@@ -359,7 +361,7 @@ func TestE2ECluster(t *testing.T) {
 	if err := os.WriteFile(exportFile, []byte(exp), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out = mustBin(t, "verify", "--chain", chain, exportFile)
+	out = mustBin(t, "verify", "--chain", did, exportFile)
 	if !strings.HasPrefix(out, "ok: ") || !strings.Contains(out, "head seq") {
 		t.Fatalf("verify: %q", out)
 	}
@@ -370,11 +372,11 @@ func TestE2ECluster(t *testing.T) {
 	sc.Buffer(nil, 64<<20)
 	lines := 0
 	for sc.Scan() {
-		var l signer.CommitJSON
+		var l api.CommitJSON
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			t.Fatal(err)
 		}
-		c, err := signer.Decode(l.CBOR)
+		c, err := chain.Decode(l.CBOR)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -394,10 +396,10 @@ func TestE2ECluster(t *testing.T) {
 	}
 	// A tampered export fails with the seq of the problem; verify reads stdin too.
 	tampered := strings.Replace(exp, `"epoch":`, `"epoch":9`, 1)
-	if code, out, errs := bin(t, tampered, "verify", "--chain", chain, "-"); code != 1 || !strings.Contains(errs, "seq 1") {
+	if code, out, errs := bin(t, tampered, "verify", "--chain", did, "-"); code != 1 || !strings.Contains(errs, "seq 1") {
 		t.Fatalf("tampered verify: %d %q %q", code, out, errs)
 	}
-	other, _ := signer.GenerateKey(nil)
+	other, _ := chain.GenerateKey(nil)
 	if code, _, errs := bin(t, exp, "verify", "--chain", other.DID()); code != 1 || !strings.Contains(errs, "wrong_chain") {
 		t.Fatalf("wrong chain: %d %q", code, errs)
 	}
@@ -499,9 +501,9 @@ func TestE2ECluster(t *testing.T) {
 
 // findHolder polls until a device says it holds the lease (HeldByMe is briefly false
 // around lease writes).
-func findHolder(t *testing.T, data []string) (int, signer.State) {
+func findHolder(t *testing.T, data []string) (int, node.State) {
 	t.Helper()
-	idx, st := -1, signer.State{}
+	idx, st := -1, node.State{}
 	eventually(t, 10*time.Second, "a lease holder", func() (bool, string) {
 		for i := range data {
 			if s, err := state(data[i]); err == nil && s.Lease.HeldByMe {

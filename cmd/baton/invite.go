@@ -11,7 +11,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/pnet"
 
-	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/signer/chain"
 	"github.com/batonhq/baton/transport"
 )
 
@@ -45,7 +45,7 @@ type inviteDoc struct {
 type invite struct {
 	psk   pnet.PSK
 	chain string
-	key   *signer.Ed25519Key // nil unless the invite carries the chain key
+	key   *chain.Ed25519Key // nil unless the invite carries the chain key
 	addrs []string
 	token []byte
 	exp   time.Time
@@ -110,7 +110,7 @@ func decodeInvite(s string) (*invite, error) {
 		return nil, fmt.Errorf("%w: network key is not %d bytes of base64", errBadInvite, transport.PSKSize)
 	}
 	in.psk = psk
-	if _, err := signer.ParseDID(doc.Chain); err != nil {
+	if _, err := chain.ParseDID(doc.Chain); err != nil {
 		return nil, fmt.Errorf("%w: chain: %v", errBadInvite, err)
 	}
 	if doc.Key != "" {
@@ -118,7 +118,7 @@ func decodeInvite(s string) (*invite, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: chain key is not base64", errBadInvite)
 		}
-		k, err := signer.NewEd25519KeyFromSeed(seed)
+		k, err := chain.NewEd25519KeyFromSeed(seed)
 		if err != nil {
 			return nil, fmt.Errorf("%w: chain key: %v", errBadInvite, err)
 		}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/signer/node"
 )
 
 // Go benchmarks behind `baton bench`, for profiling one path at a time:
@@ -30,7 +30,7 @@ func benchCluster(b *testing.B) (*Cluster, int) {
 	return c, dev
 }
 
-func benchSubmit(b *testing.B, wait signer.Wait, parallel int) {
+func benchSubmit(b *testing.B, wait node.Wait, parallel int) {
 	c, dev := benchCluster(b)
 	value := make([]byte, 200)
 	ctx := context.Background()
@@ -48,13 +48,13 @@ func benchSubmit(b *testing.B, wait signer.Wait, parallel int) {
 }
 
 // BenchmarkSubmitAccepted: Node.Submit until the intent is in the Raft log.
-func BenchmarkSubmitAccepted(b *testing.B) { benchSubmit(b, signer.WaitCommitted, 1) }
+func BenchmarkSubmitAccepted(b *testing.B) { benchSubmit(b, node.WaitCommitted, 1) }
 
 // BenchmarkSubmitSigned: Node.Submit until the intent's commit is applied.
-func BenchmarkSubmitSigned(b *testing.B) { benchSubmit(b, signer.WaitSigned, 1) }
+func BenchmarkSubmitSigned(b *testing.B) { benchSubmit(b, node.WaitSigned, 1) }
 
 // BenchmarkSubmitSigned64: 64 clients per GOMAXPROCS... (SetParallelism 32 on 2 cores).
-func BenchmarkSubmitSigned64(b *testing.B) { benchSubmit(b, signer.WaitSigned, 32) }
+func BenchmarkSubmitSigned64(b *testing.B) { benchSubmit(b, node.WaitSigned, 32) }
 
 // BenchmarkBaselineApply: the plain-raft baseline, one writer.
 func BenchmarkBaselineApply(b *testing.B) {

@@ -12,19 +12,37 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonhq/baton/intentlog"
-	"github.com/batonhq/baton/signer"
-	"github.com/batonhq/baton/transport"
 	"github.com/hashicorp/raft"
+
+	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/signer/api"
+	"github.com/batonhq/baton/signer/chain"
+	"github.com/batonhq/baton/signer/node"
+	"github.com/batonhq/baton/transport"
 )
 
-// Cluster is three baton devices (signer.Node) in this process over real libp2p on
+// Cluster is three baton devices (node.Node) in this process over real libp2p on
 // 127.0.0.1 with their data dirs under one directory. Devices can be killed and
 // restarted on the same data dir and port.
 type Cluster struct {
-	Nodes []*signer.Node
-	cfgs  []signer.Config
+	Nodes []*node.Node
+	apis  []*api.Server
+	cfgs  []node.Config
 	ttl   time.Duration
+}
+
+// start starts a node with cfg and its API on the socket in its data dir.
+func start(ctx context.Context, cfg node.Config) (*node.Node, *api.Server, error) {
+	n, err := node.Start(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	srv, err := api.Start(n, api.Config{Socket: filepath.Join(cfg.DataDir, api.SocketFile), Logger: cfg.Logger})
+	if err != nil {
+		_ = n.Kill()
+		return nil, nil, err
+	}
+	return n, srv, nil
 }
 
 // ClusterConfig configures StartCluster.
@@ -43,18 +61,18 @@ func StartCluster(ctx context.Context, cc ClusterConfig) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, err := signer.GenerateKey(rand.Reader)
+	key, err := chain.GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, err
 	}
 	if cc.Logger == nil {
 		cc.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	c := &Cluster{ttl: cmp.Or(cc.TTL, signer.DefaultNodeTTL)}
+	c := &Cluster{ttl: cmp.Or(cc.TTL, node.DefaultNodeTTL)}
 	token := make([]byte, 16)
 	_, _ = rand.Read(token)
 	for i := range 3 {
-		cfg := signer.Config{
+		cfg := node.Config{
 			DataDir:     filepath.Join(cc.Dir, fmt.Sprint("dev", i)),
 			ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
 			PSK:         psk,
@@ -67,13 +85,14 @@ func StartCluster(ctx context.Context, cc ClusterConfig) (*Cluster, error) {
 		if i == 0 {
 			cfg.Bootstrap = true
 		} else {
-			cfg.Join = &signer.JoinConfig{Seeds: c.Nodes[0].Addrs(), Token: token}
+			cfg.Join = &node.JoinConfig{Seeds: c.Nodes[0].Addrs(), Token: token}
 		}
-		n, err := signer.Start(ctx, cfg)
+		n, srv, err := start(ctx, cfg)
 		if err != nil {
 			c.Close()
 			return nil, fmt.Errorf("start device %d: %w", i, err)
 		}
+		c.apis = append(c.apis, srv)
 		if i == 0 {
 			n.AllowJoin(token, time.Now().Add(time.Hour))
 		}
@@ -179,27 +198,29 @@ func (c *Cluster) Arrange(ctx context.Context, leader bool) (int, error) {
 func (c *Cluster) Kill(i int) error {
 	n := c.Nodes[i]
 	c.Nodes[i] = nil
+	c.apis[i].Close(nil)
 	return n.Kill()
 }
 
 // Restart starts device i again on its data dir and port.
 func (c *Cluster) Restart(ctx context.Context, i int) error {
-	var n *signer.Node
+	var n *node.Node
+	var srv *api.Server
 	// The port may linger for a moment after a kill: retry briefly.
 	err := poll(ctx, func() bool {
 		var err error
-		n, err = signer.Start(ctx, c.cfgs[i])
+		n, srv, err = start(ctx, c.cfgs[i])
 		return err == nil
 	})
 	if err != nil {
 		return fmt.Errorf("restart device %d: %w", i, err)
 	}
-	c.Nodes[i] = n
+	c.Nodes[i], c.apis[i] = n, srv
 	return nil
 }
 
 // Submit submits one intent on device i.
-func (c *Cluster) Submit(ctx context.Context, i int, id string, value []byte, wait signer.Wait) (signer.SubmitResult, error) {
+func (c *Cluster) Submit(ctx context.Context, i int, id string, value []byte, wait node.Wait) (node.SubmitResult, error) {
 	return c.Nodes[i].Submit(ctx, intentlog.Intent{ID: id, Op: intentlog.OpPut, Path: "bench/" + id, Value: value}, wait)
 }
 
@@ -213,13 +234,14 @@ func (c *Cluster) DataDirs() []string {
 }
 
 // Socket is device i's API socket path.
-func (c *Cluster) Socket(i int) string { return filepath.Join(c.cfgs[i].DataDir, signer.SocketFile) }
+func (c *Cluster) Socket(i int) string { return filepath.Join(c.cfgs[i].DataDir, api.SocketFile) }
 
 // Close stops every live device gracefully.
 func (c *Cluster) Close() {
 	for i, n := range c.Nodes {
 		if n != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			c.apis[i].Close(ctx)
 			_ = n.Stop(ctx)
 			cancel()
 			c.Nodes[i] = nil

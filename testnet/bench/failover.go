@@ -8,7 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/signer/chain"
+	"github.com/batonhq/baton/signer/node"
 )
 
 // rng picks kill times; seeded so that runs are comparable.
@@ -42,7 +43,7 @@ func firstCommitAfter(ctx context.Context, c *Cluster, obs int, epoch uint64, no
 		defer wg.Done()
 		for i := 0; sctx.Err() == nil; i++ {
 			actx, cancel := context.WithTimeout(sctx, 500*time.Millisecond)
-			_, err := c.Submit(actx, obs, fmt.Sprintf("fo%d-%d", runSeq.Add(1), i), []byte("x"), signer.WaitCommitted)
+			_, err := c.Submit(actx, obs, fmt.Sprintf("fo%d-%d", runSeq.Add(1), i), []byte("x"), node.WaitCommitted)
 			cancel()
 			if err == nil {
 				// Keep one intent pending, not a flood: wait for the head to move.
@@ -63,7 +64,7 @@ func firstCommitAfter(ctx context.Context, c *Cluster, obs int, epoch uint64, no
 			raw, err := n.Log().Commit(v.Head.Seq)
 			who := ""
 			if err == nil {
-				if cm, err := signer.Decode(raw); err == nil {
+				if cm, err := chain.Decode(raw); err == nil {
 					who = cm.Signer
 				}
 			}
@@ -131,7 +132,7 @@ func waitCommitBy(ctx context.Context, c *Cluster, h int) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err := c.Submit(wctx, h, fmt.Sprintf("settle%d", runSeq.Add(1)), []byte("x"), signer.WaitSigned)
+	_, err := c.Submit(wctx, h, fmt.Sprintf("settle%d", runSeq.Add(1)), []byte("x"), node.WaitSigned)
 	return err
 }
 

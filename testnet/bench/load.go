@@ -6,11 +6,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/signer/node"
 )
 
 // submitter submits one intent and waits as told.
-type submitter func(ctx context.Context, client int, id string, value []byte, wait signer.Wait) error
+type submitter func(ctx context.Context, client int, id string, value []byte, wait node.Wait) error
 
 var runSeq atomic.Uint64 // keeps intent ids unique across phases and runs
 
@@ -18,7 +18,7 @@ var runSeq atomic.Uint64 // keeps intent ids unique across phases and runs
 // clients through submit, and counts the commits the signed phase made on dev.
 func measureLoad(ctx context.Context, o Options, c *Cluster, dev int, api string, clients int, submit submitter) (BatonLoad, error) {
 	value := make([]byte, o.Payload)
-	phase := func(wait signer.Wait) (float64, Dist, error) {
+	phase := func(wait node.Wait) (float64, Dist, error) {
 		run := runSeq.Add(1)
 		rate, lats, err := runLoad(ctx, clients, o.LoadWindow, func(ctx context.Context, client, i int) error {
 			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -29,7 +29,7 @@ func measureLoad(ctx context.Context, o Options, c *Cluster, dev int, api string
 	}
 	out := BatonLoad{API: api, Clients: clients}
 	var err error
-	if out.AcceptedPerSec, out.Accepted, err = phase(signer.WaitCommitted); err != nil {
+	if out.AcceptedPerSec, out.Accepted, err = phase(node.WaitCommitted); err != nil {
 		return out, fmt.Errorf("%s, %d clients, accepted: %w", api, clients, err)
 	}
 	// Let the signer drain what the accepted phase left pending before the signed
@@ -38,7 +38,7 @@ func measureLoad(ctx context.Context, o Options, c *Cluster, dev int, api string
 		return out, fmt.Errorf("draining pending intents: %w", err)
 	}
 	seq0 := c.Nodes[dev].Log().View().Head.Seq
-	if out.SignedPerSec, out.Signed, err = phase(signer.WaitSigned); err != nil {
+	if out.SignedPerSec, out.Signed, err = phase(node.WaitSigned); err != nil {
 		return out, fmt.Errorf("%s, %d clients, signed: %w", api, clients, err)
 	}
 	if commits := c.Nodes[dev].Log().View().Head.Seq - seq0; commits > 0 {
@@ -56,8 +56,8 @@ func runLoads(ctx context.Context, o Options, c *Cluster, r *Report) error {
 	if err != nil {
 		return err
 	}
-	node := c.Nodes[dev]
-	goAPI := func(ctx context.Context, _ int, id string, value []byte, wait signer.Wait) error {
+	nd := c.Nodes[dev]
+	goAPI := func(ctx context.Context, _ int, id string, value []byte, wait node.Wait) error {
 		_, err := c.Submit(ctx, dev, id, value, wait)
 		return err
 	}
@@ -65,7 +65,7 @@ func runLoads(ctx context.Context, o Options, c *Cluster, r *Report) error {
 	defer sock.close()
 	// Warm up: connections, bolt file growth, the first commits.
 	if _, _, err := runLoad(ctx, 16, o.LoadWindow/4, func(ctx context.Context, cl, i int) error {
-		return goAPI(ctx, cl, fmt.Sprintf("warm%d-%d-%d", runSeq.Add(1), cl, i), make([]byte, o.Payload), signer.WaitCommitted)
+		return goAPI(ctx, cl, fmt.Sprintf("warm%d-%d-%d", runSeq.Add(1), cl, i), make([]byte, o.Payload), node.WaitCommitted)
 	}); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
@@ -74,7 +74,7 @@ func runLoads(ctx context.Context, o Options, c *Cluster, r *Report) error {
 		f    submitter
 	}{{"go", goAPI}, {"socket", sock.submit}} {
 		for _, n := range o.Clients {
-			if !node.Holds() {
+			if !nd.Holds() {
 				if dev, err = c.Arrange(ctx, true); err != nil {
 					return err
 				}

@@ -14,14 +14,14 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/signer/api"
 )
 
 // procDevice is one `baton run` process.
 type procDevice struct {
 	dir  string
 	cmd  *exec.Cmd
-	cl   *signer.Client
+	cl   *api.Client
 	logf *os.File
 }
 
@@ -94,10 +94,10 @@ func runAtRestProcs(ctx context.Context, o Options, bin, dir string, r *Report) 
 		devs = append(devs, d)
 		if err := poll(ctx, func() bool {
 			if d.cl == nil {
-				if _, err := os.Stat(filepath.Join(d.dir, signer.SocketFile)); err != nil {
+				if _, err := os.Stat(filepath.Join(d.dir, api.SocketFile)); err != nil {
 					return false
 				}
-				d.cl, _ = signer.NewClient(filepath.Join(d.dir, signer.SocketFile), "")
+				d.cl, _ = api.NewClient(filepath.Join(d.dir, api.SocketFile), "")
 				if d.cl == nil {
 					return false
 				}

@@ -5,28 +5,29 @@ import (
 	"sync"
 
 	"github.com/batonhq/baton/intentlog"
-	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/signer/api"
+	"github.com/batonhq/baton/signer/node"
 )
 
-// socketClients submits through the local API on a Unix socket, one signer.Client
+// socketClients submits through the local API on a Unix socket, one api.Client
 // (its own connections) per benchmark client, as separate client processes would.
 type socketClients struct {
 	path string
 	mu   sync.Mutex
-	cls  map[int]*signer.Client
+	cls  map[int]*api.Client
 }
 
 func newSocketClients(path string) *socketClients {
-	return &socketClients{path: path, cls: map[int]*signer.Client{}}
+	return &socketClients{path: path, cls: map[int]*api.Client{}}
 }
 
-func (s *socketClients) client(i int) (*signer.Client, error) {
+func (s *socketClients) client(i int) (*api.Client, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c, ok := s.cls[i]; ok {
 		return c, nil
 	}
-	c, err := signer.NewClient(s.path, "")
+	c, err := api.NewClient(s.path, "")
 	if err != nil {
 		return nil, err
 	}
@@ -34,7 +35,7 @@ func (s *socketClients) client(i int) (*signer.Client, error) {
 	return c, nil
 }
 
-func (s *socketClients) submit(ctx context.Context, client int, id string, value []byte, wait signer.Wait) error {
+func (s *socketClients) submit(ctx context.Context, client int, id string, value []byte, wait node.Wait) error {
 	c, err := s.client(client)
 	if err != nil {
 		return err

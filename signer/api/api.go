@@ -1,0 +1,667 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/signer/node"
+)
+
+// API limits and timeouts.
+const (
+	// MaxRequestBody bounds every request body: one intent with the largest value,
+	// base64-encoded, plus its id and path.
+	MaxRequestBody = 2 << 20
+	// DefaultAPITimeout bounds lease and membership calls made through the API.
+	DefaultAPITimeout = 10 * time.Second
+	// MaxRecordsLimit bounds one GET /v1/records answer.
+	MaxRecordsLimit = 10000
+)
+
+// IntentRequest is the body of POST /v1/intents. Value is base64 in JSON.
+type IntentRequest struct {
+	ID    string `json:"id"`
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value []byte `json:"value,omitempty"`
+}
+
+// RecordJSON is one record in API answers. Value is base64 in JSON.
+type RecordJSON struct {
+	Path  string `json:"path"`
+	Value []byte `json:"value"`
+}
+
+// CommitJSON is one NDJSON line of GET /v1/commits.
+type CommitJSON struct {
+	Seq    uint64 `json:"seq"`
+	Hash   string `json:"hash"`
+	Epoch  uint64 `json:"epoch"`
+	Signer string `json:"signer"`
+	CBOR   []byte `json:"cbor"` // base64 of the full encoding
+}
+
+// LeaseEventJSON is one line of the lease history.
+type LeaseEventJSON struct {
+	Index  uint64 `json:"index"`
+	Event  string `json:"event"`
+	Holder string `json:"holder"`
+	Epoch  uint64 `json:"epoch"`
+	TS     int64  `json:"ts"`
+	Prior  string `json:"prior,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// MemberJSON is one Raft member in API answers.
+type MemberJSON struct {
+	ID     string   `json:"id"`
+	Voter  bool     `json:"voter"`
+	Leader bool     `json:"leader"`
+	Addrs  []string `json:"addrs,omitempty"`
+}
+
+// AddMemberRequest is the body of POST /v1/members.
+type AddMemberRequest struct {
+	Addr     string `json:"addr"`
+	NonVoter bool   `json:"nonvoter,omitempty"`
+}
+
+type transferRequest struct {
+	To string `json:"to"`
+}
+
+type stealRequest struct {
+	Reason string `json:"reason"`
+}
+
+type errorJSON struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+// SocketFile is the API socket's name inside a data directory.
+const SocketFile = "baton.sock"
+
+// Config configures Start. At least one of Socket and Addr is needed.
+type Config struct {
+	// Socket is the Unix socket to serve on (mode 0600; a stale socket file left by a
+	// dead process is replaced, one a live process serves is refused with
+	// node.ErrSocketInUse). Empty: none.
+	Socket string
+	// Addr is an optional TCP listen address (host:port). It must be loopback unless
+	// Token is set.
+	Addr string
+	// Token is the bearer token required on the TCP listener (and accepted on the
+	// socket).
+	Token string
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate checks the config (Start calls it) and fills in defaults.
+func (c *Config) Validate() error {
+	if c.Socket == "" && c.Addr == "" {
+		return fmt.Errorf("%w: api: neither a socket nor a TCP address", node.ErrBadConfig)
+	}
+	if c.Addr != "" && c.Token == "" {
+		if err := requireLoopback(c.Addr); err != nil {
+			return err
+		}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+func requireLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%w: api address %q: %w", node.ErrBadConfig, addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("%w: api address %q is not loopback; set a token to listen on it", node.ErrBadConfig, addr)
+	}
+	return nil
+}
+
+// Server serves a Node's local API. Close it before stopping the node.
+type Server struct {
+	n       *node.Node
+	cfg     Config
+	log     *slog.Logger
+	mux     *http.ServeMux
+	base    context.Context // cancelled when the node stops or the server closes
+	cancel  context.CancelFunc
+	mu      sync.Mutex
+	servers []*http.Server
+	sock    string
+	tcp     string // the TCP listener's address, if any
+	wg      sync.WaitGroup
+}
+
+// Start serves n's API on the listeners cfg names.
+func Start(n *node.Node, cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	a := &Server{n: n, cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
+	a.base, a.cancel = context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-n.Done():
+			a.cancel()
+		case <-a.base.Done():
+		}
+	}()
+	a.routes()
+	if p := cfg.Socket; p != "" {
+		ln, err := listenSocket(p)
+		if err != nil {
+			a.cancel()
+			return nil, err
+		}
+		a.sock = p
+		a.serve(ln, false)
+	}
+	if cfg.Addr != "" {
+		ln, err := net.Listen("tcp", cfg.Addr)
+		if err != nil {
+			a.Close(nil)
+			return nil, fmt.Errorf("listen %s: %w", cfg.Addr, err)
+		}
+		a.tcp = ln.Addr().String()
+		a.serve(ln, true)
+	}
+	return a, nil
+}
+
+// Socket returns the Unix socket path ("" when none).
+func (a *Server) Socket() string { return a.sock }
+
+// Addr returns the TCP address (host:port, "" when none).
+func (a *Server) Addr() string { return a.tcp }
+
+// Handler returns the API as an http.Handler (for embedding and tests). It does not
+// check a bearer token; the listeners Start opens do.
+func (a *Server) Handler() http.Handler { return a.mux }
+
+// listenSocket listens on a Unix socket with mode 0600, removing a stale socket file
+// left by a dead process and refusing one a live process serves.
+func listenSocket(path string) (net.Listener, error) {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("api socket %s: exists and is not a socket", path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("%s: %w", path, node.ErrSocketInUse)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("remove stale api socket: %w", err)
+		}
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", path, err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(true)
+	if err := os.Chmod(path, 0o600); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("chmod api socket: %w", err)
+	}
+	return ln, nil
+}
+
+func (a *Server) serve(ln net.Listener, tcp bool) {
+	var h http.Handler = a.logRequests(a.mux)
+	if token := a.cfg.Token; token != "" {
+		h = requireToken(h, token, tcp)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return a.base }}
+	a.mu.Lock()
+	a.servers = append(a.servers, srv)
+	a.mu.Unlock()
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.log.Warn("api server stopped", "addr", ln.Addr().String(), "err", err)
+		}
+	}()
+}
+
+// logRequests logs every request at debug level, and server errors at warn.
+func (a *Server) logRequests(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(sw, r)
+		level := slog.LevelDebug
+		if sw.status >= 500 {
+			level = slog.LevelWarn
+		}
+		a.log.Log(r.Context(), level, "api request", "method", r.Method, "path", r.URL.Path,
+			"status", sw.status, "took", time.Since(start))
+	})
+}
+
+// statusWriter records the status; it keeps streaming (Flush) working.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// requireToken checks the bearer token; on the socket a request without one passes
+// (the socket's file mode is its access control) but a wrong one does not.
+func requireToken(h http.Handler, token string, required bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		present := r.Header.Get("Authorization") != ""
+		if (required || present) && (!ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1) {
+			writeError(w, fmt.Errorf("%w: missing or wrong bearer token", node.ErrUnauthorized))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Close stops the listeners, waiting (bounded by ctx) for requests in progress; with
+// a nil ctx at once. Open /v1/commits followers end at once either way.
+func (a *Server) Close(ctx context.Context) {
+	if a == nil {
+		return
+	}
+	a.cancel()
+	a.mu.Lock()
+	servers := a.servers
+	a.servers = nil
+	a.mu.Unlock()
+	for _, s := range servers {
+		if ctx == nil {
+			_ = s.Close()
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		if err := s.Shutdown(sctx); err != nil {
+			_ = s.Close() // followers of /v1/commits do not end by themselves
+		}
+		cancel()
+	}
+	a.wg.Wait()
+}
+
+type handlers map[string]http.HandlerFunc
+
+func (a *Server) route(pattern string, hs handlers) {
+	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		h, ok := hs[r.Method]
+		if !ok && r.Method == http.MethodHead {
+			h, ok = hs[http.MethodGet]
+		}
+		if !ok {
+			var allow []string
+			for m := range hs {
+				allow = append(allow, m)
+			}
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeJSON(w, http.StatusMethodNotAllowed, errorJSON{Error: CodeMethod, Message: r.Method + " not allowed on " + r.URL.Path})
+			return
+		}
+		h(w, r)
+	})
+}
+
+func (a *Server) routes() {
+	a.route("/v1/intents", handlers{http.MethodPost: a.postIntent})
+	a.route("/v1/state", handlers{http.MethodGet: a.getState})
+	a.route("/v1/records", handlers{http.MethodGet: a.getRecords})
+	a.route("/v1/records/{path...}", handlers{http.MethodGet: a.getRecord})
+	a.route("/v1/commits", handlers{http.MethodGet: a.getCommits})
+	a.route("/v1/lease/release", handlers{http.MethodPost: a.postRelease})
+	a.route("/v1/lease/transfer", handlers{http.MethodPost: a.postTransfer})
+	a.route("/v1/lease/steal", handlers{http.MethodPost: a.postSteal})
+	a.route("/v1/lease/history", handlers{http.MethodGet: a.getHistory})
+	a.route("/v1/members", handlers{http.MethodGet: a.getMembers, http.MethodPost: a.postMember})
+	a.route("/v1/members/{id}", handlers{http.MethodDelete: a.deleteMember})
+	a.route("/healthz", handlers{http.MethodGet: a.getHealth})
+	a.routeInvite() // POST /v1/join-window (api_invite.go)
+	metrics := promhttp.HandlerFor(a.n.Registry(), promhttp.HandlerOpts{})
+	a.route("/metrics", handlers{http.MethodGet: metrics.ServeHTTP})
+	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, fmt.Errorf("%w: no endpoint %s", node.ErrNotFound, r.URL.Path))
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	code, status := Code(err)
+	writeJSON(w, status, errorJSON{Error: code, Message: err.Error()})
+}
+
+// decodeBody reads a bounded JSON body into v: unknown fields, trailing data and
+// oversized bodies are refused. An empty body is allowed when emptyOK.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return fmt.Errorf("%w: request body over %d bytes", node.ErrTooLarge, MaxRequestBody)
+		}
+		return fmt.Errorf("%w: read body: %v", node.ErrBadRequest, err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		if emptyOK {
+			return nil
+		}
+		return fmt.Errorf("%w: empty body", node.ErrBadRequest)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %v", node.ErrBadRequest, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: trailing data after the JSON object", node.ErrBadRequest)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: trailing data after the JSON object", node.ErrBadRequest)
+	}
+	return nil
+}
+
+func apiCtx(r *http.Request, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), d)
+}
+
+func parseOp(s string) (intentlog.Op, error) {
+	switch s {
+	case "put":
+		return intentlog.OpPut, nil
+	case "del":
+		return intentlog.OpDel, nil
+	}
+	return 0, fmt.Errorf("%w: op %q: must be put or del", node.ErrBadRequest, s)
+}
+
+// decodeIntent reads POST /v1/intents: the wait parameter and the body, validated as
+// the apply would (ValidateIntent). Every error maps to a 4xx.
+func decodeIntent(w http.ResponseWriter, r *http.Request) (intentlog.Intent, node.Wait, error) {
+	var wait node.Wait
+	switch q := r.URL.Query().Get("wait"); q {
+	case "", "committed":
+	case "signed":
+		wait = node.WaitSigned
+	default:
+		return intentlog.Intent{}, 0, fmt.Errorf("%w: wait=%q: must be committed or signed", node.ErrBadRequest, q)
+	}
+	var req IntentRequest
+	if err := decodeBody(w, r, &req, false); err != nil {
+		return intentlog.Intent{}, 0, err
+	}
+	op, err := parseOp(req.Op)
+	if err != nil {
+		return intentlog.Intent{}, 0, err
+	}
+	in := intentlog.Intent{ID: req.ID, Op: op, Path: req.Path, Value: req.Value}
+	if err := node.ValidateIntent(&in); err != nil {
+		return intentlog.Intent{}, 0, err
+	}
+	return in, wait, nil
+}
+
+func (a *Server) postIntent(w http.ResponseWriter, r *http.Request) {
+	in, wait, err := decodeIntent(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ctx, cancel := apiCtx(r, node.DefaultSubmitTimeout)
+	defer cancel()
+	res, err := a.n.Submit(ctx, in, wait)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	status := http.StatusAccepted
+	if wait == node.WaitSigned {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, res)
+}
+
+func (a *Server) getState(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, a.n.State())
+}
+
+func (a *Server) getRecord(w http.ResponseWriter, r *http.Request) {
+	path := r.PathValue("path")
+	v, ok, err := a.n.Record(path)
+	switch {
+	case err != nil:
+		writeError(w, err)
+	case !ok:
+		writeError(w, fmt.Errorf("%w: no record %q", node.ErrNotFound, path))
+	default:
+		writeJSON(w, http.StatusOK, RecordJSON{Path: path, Value: v})
+	}
+}
+
+func (a *Server) getRecords(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := MaxRecordsLimit
+	if s := q.Get("limit"); s != "" {
+		l, err := strconv.Atoi(s)
+		if err != nil || l <= 0 {
+			writeError(w, fmt.Errorf("%w: limit %q", node.ErrBadRequest, s))
+			return
+		}
+		limit = min(l, MaxRecordsLimit)
+	}
+	prefix := q.Get("prefix")
+	if len(prefix) > intentlog.MaxPathLen {
+		writeError(w, fmt.Errorf("%w: prefix longer than %d bytes", node.ErrTooLarge, intentlog.MaxPathLen))
+		return
+	}
+	recs, err := a.n.Records(prefix, limit)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := make([]RecordJSON, 0, len(recs))
+	for _, rec := range recs {
+		out = append(out, RecordJSON{Path: rec.Path, Value: rec.Value})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"records": out})
+}
+
+func (a *Server) getCommits(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var from uint64
+	if s := q.Get("from"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			writeError(w, fmt.Errorf("%w: from %q", node.ErrBadRequest, s))
+			return
+		}
+		from = v
+	}
+	follow := false
+	switch s := q.Get("follow"); s {
+	case "", "0", "false":
+	case "1", "true":
+		follow = true
+	default:
+		writeError(w, fmt.Errorf("%w: follow %q", node.ErrBadRequest, s))
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(a.base, cancel)()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	if flusher != nil {
+		flusher.Flush()
+	}
+	enc := json.NewEncoder(w)
+	for c := range a.n.Commits(ctx, from, follow) {
+		if c.Err != nil {
+			_ = enc.Encode(errorJSON{Error: CodeInternal, Message: c.Err.Error()})
+			return
+		}
+		if err := enc.Encode(CommitJSON{Seq: c.Seq, Hash: hex.EncodeToString(c.Hash[:]), Epoch: c.Epoch,
+			Signer: c.Signer, CBOR: c.Raw}); err != nil {
+			return
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+}
+
+func (a *Server) leaseAnswer(w http.ResponseWriter, err error) {
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"lease": a.n.State().Lease})
+}
+
+func (a *Server) postRelease(w http.ResponseWriter, r *http.Request) {
+	var req struct{}
+	if err := decodeBody(w, r, &req, true); err != nil {
+		writeError(w, err)
+		return
+	}
+	ctx, cancel := apiCtx(r, DefaultAPITimeout)
+	defer cancel()
+	a.leaseAnswer(w, a.n.Release(ctx))
+}
+
+func (a *Server) postTransfer(w http.ResponseWriter, r *http.Request) {
+	var req transferRequest
+	if err := decodeBody(w, r, &req, false); err != nil {
+		writeError(w, err)
+		return
+	}
+	ctx, cancel := apiCtx(r, DefaultAPITimeout)
+	defer cancel()
+	a.leaseAnswer(w, a.n.Transfer(ctx, req.To))
+}
+
+func (a *Server) postSteal(w http.ResponseWriter, r *http.Request) {
+	var req stealRequest
+	if err := decodeBody(w, r, &req, false); err != nil {
+		writeError(w, err)
+		return
+	}
+	ctx, cancel := apiCtx(r, DefaultAPITimeout)
+	defer cancel()
+	a.leaseAnswer(w, a.n.Steal(ctx, req.Reason))
+}
+
+func (a *Server) getHistory(w http.ResponseWriter, r *http.Request) {
+	hist, err := a.n.LeaseHistory()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := make([]LeaseEventJSON, 0, len(hist))
+	for _, e := range hist {
+		out = append(out, LeaseEventJSON{Index: e.Index, Event: e.Event, Holder: e.Holder, Epoch: e.Epoch,
+			TS: e.TS, Prior: e.Prior, Reason: e.Reason})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"history": out})
+}
+
+func (a *Server) getMembers(w http.ResponseWriter, r *http.Request) {
+	ms, err := a.n.Members()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := make([]MemberJSON, 0, len(ms))
+	for _, m := range ms {
+		mj := MemberJSON{ID: m.ID.String(), Voter: m.Suffrage == raft.Voter, Leader: m.Leader}
+		for _, ad := range m.Addrs {
+			mj.Addrs = append(mj.Addrs, ad.String())
+		}
+		out = append(out, mj)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"members": out})
+}
+
+func (a *Server) postMember(w http.ResponseWriter, r *http.Request) {
+	var req AddMemberRequest
+	if err := decodeBody(w, r, &req, false); err != nil {
+		writeError(w, err)
+		return
+	}
+	ctx, cancel := apiCtx(r, DefaultAPITimeout)
+	defer cancel()
+	if err := a.n.AddMember(ctx, req.Addr, req.NonVoter); err != nil {
+		writeError(w, err)
+		return
+	}
+	a.getMembers(w, r)
+}
+
+func (a *Server) deleteMember(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := apiCtx(r, DefaultAPITimeout)
+	defer cancel()
+	if err := a.n.RemoveMember(ctx, r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"removed": r.PathValue("id")})
+}
+
+func (a *Server) getHealth(w http.ResponseWriter, r *http.Request) {
+	if a.base.Err() != nil {
+		writeError(w, node.ErrStopped)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "id": a.n.ID()})
+}

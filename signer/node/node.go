@@ -1,0 +1,584 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/pnet"
+
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/signer/chain"
+	"github.com/batonhq/baton/transport"
+)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultNodeTTL  = election.DefaultTTL
+	DefaultNodeTick = signer.DefaultTick
+	// SocketFile is the API socket's name inside the data directory.
+	SocketFile = "baton.sock"
+	// DefaultSubmitTimeout bounds a Submit whose context has no deadline.
+	DefaultSubmitTimeout = 30 * time.Second
+	// DefaultStopTimeout bounds Stop's release when its context has no deadline.
+	DefaultStopTimeout = 5 * time.Second
+)
+
+// Config configures Start. DataDir and PSK are required; ChainKey is required to
+// sign (a node without one is a replica that never claims the lease but verifies
+// and serves the chain), and then Chain is required.
+type Config struct {
+	// DataDir holds identity.key, members.json, raft.db, state.db, snapshots/ and
+	// baton.sock. Created if missing.
+	DataDir string
+	// ListenAddrs are libp2p TCP multiaddrs. Optional, default transport.DefaultListenAddrs.
+	ListenAddrs []string
+	// PSK is the network key. Required.
+	PSK pnet.PSK
+	// ChainKey is the chain key. nil: a replica that never signs (it still verifies).
+	ChainKey chain.Key
+	// Chain is the chain's did:key. Defaults to ChainKey.DID(); required without a
+	// ChainKey; must equal ChainKey.DID() with one.
+	Chain string
+	// Bootstrap makes this device the first of a new cluster (a no-op when Raft
+	// state exists already).
+	Bootstrap bool
+	// Join joins an existing cluster on first start (ignored when Raft state exists).
+	Join *JoinConfig
+	// TTL of this device's lease claims (default 15 s) and Tick of its signer loop
+	// (default 2 s).
+	TTL, Tick time.Duration
+	// Clock defaults to election.SystemClock(); testnet injects skewed clocks.
+	Clock election.Clock
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Raft optionally adjusts the raft.Config (tests: short election timeouts).
+	Raft func(*raft.Config)
+	// Knobs are testing hooks; the zero value has none.
+	Knobs Knobs
+}
+
+// JoinConfig says how a new device joins an existing cluster on its first start.
+type JoinConfig struct {
+	Seeds    []string // p2p multiaddrs (with /p2p/<peer ID>) of members
+	Token    []byte   // the join window's token (from `baton invite`)
+	NonVoter bool     // join as a non-voter
+}
+
+// Knobs are testing hooks.
+type Knobs struct {
+	// BeforePropose is called before every proposal this node makes (intents, lease
+	// entries and commits); it may block (testnet freezes a device mid-flight).
+	BeforePropose func(ctx context.Context, e intentlog.Entry)
+}
+
+// Node is one baton device: libp2p host, Raft intent log, lease, signer loop and the
+// local API, wired together. All methods are safe for concurrent use.
+type Node struct {
+	cfg     Config
+	logger  *slog.Logger
+	host    *transport.Host
+	log     *intentlog.Log
+	cluster *transport.Cluster
+	prop    *proposer
+	lease   *election.Lease
+	loop    *signer.Loop // nil without a chain key
+	batch   *batcher
+	metrics *metrics
+	hashes  hashCache // commitHash's cache
+
+	ctx      context.Context // cancelled by Stop/Kill
+	cancel   context.CancelFunc
+	loopStop context.CancelFunc
+	wg       sync.WaitGroup // background goroutines (loop, follow)
+	loopDone chan struct{}
+
+	killed atomic.Bool // Kill: nothing more leaves this node
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Start opens the node in cfg.DataDir and starts it: host, Raft, cluster membership
+// (bootstrap or join on first start), lease, signer loop and the local API. ctx
+// bounds the start (a join waits for the leader); it does not bound the node's life,
+// which ends with Stop or Kill.
+func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, logger: cfg.Logger, loopDone: make(chan struct{})}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	var closers []func() error
+	defer func() {
+		if err != nil {
+			n.cancel()
+			for i := len(closers) - 1; i >= 0; i-- {
+				_ = closers[i]()
+			}
+		}
+	}()
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	n.host, err = transport.NewHost(transport.HostConfig{DataDir: cfg.DataDir, PSK: cfg.PSK,
+		ListenAddrs: cfg.ListenAddrs, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("start: host: %w", err)
+	}
+	closers = append(closers, n.host.Close)
+	n.logger = cfg.Logger.With("node", shortID(n.host.ID().String()))
+	trans, err := n.host.RaftTransport(transport.RaftTransportConfig{Logger: intentlog.NewHCLogger(n.logger)})
+	if err != nil {
+		return nil, fmt.Errorf("start: raft transport: %w", err)
+	}
+	n.log, err = intentlog.Open(intentlog.Config{Dir: cfg.DataDir, LocalID: raft.ServerID(n.host.ID().String()),
+		Verify: signer.Verifier(cfg.Chain), Logger: n.logger, Raft: cfg.Raft}, trans)
+	if err != nil {
+		_ = trans.Close()
+		return nil, fmt.Errorf("start: intent log: %w", err)
+	}
+	closers = append(closers, n.log.Close)
+	n.cluster, err = transport.NewCluster(n.host, n.log.Raft(), n.applyOnLeader, transport.ClusterConfig{Logger: n.logger})
+	if err != nil {
+		return nil, fmt.Errorf("start: cluster: %w", err)
+	}
+	closers = append(closers, n.cluster.Close)
+	fresh := n.log.Raft().LastIndex() == 0
+	switch {
+	case !fresh:
+	case cfg.Bootstrap:
+		if err := n.cluster.Bootstrap(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			return nil, fmt.Errorf("start: %w", err)
+		}
+	case cfg.Join != nil:
+		seeds, err := transport.ParseSeeds(cfg.Join.Seeds)
+		if err != nil {
+			return nil, fmt.Errorf("start: join seeds: %w", err)
+		}
+		if err := n.cluster.Join(ctx, seeds, cfg.Join.Token, cfg.Join.NonVoter); err != nil {
+			return nil, fmt.Errorf("start: join: %w", err)
+		}
+	}
+	n.prop = &proposer{log: n.log, cluster: n.cluster, before: cfg.Knobs.BeforePropose, killed: &n.killed}
+	n.lease, err = election.New(n.prop, n.host.ID().String(), cfg.Clock, election.Options{TTL: cfg.TTL})
+	if err != nil {
+		return nil, fmt.Errorf("start: lease: %w", err)
+	}
+	n.metrics = newMetrics(n)
+	n.batch = newBatcher(n)
+	if cfg.ChainKey != nil {
+		n.loop, err = signer.NewLoop(signer.LoopConfig{Self: n.host.ID().String(), Key: cfg.ChainKey, Lease: n.lease,
+			Log: n.prop, Clock: cfg.Clock, Tick: cfg.Tick, Logger: n.logger})
+		if err != nil {
+			return nil, fmt.Errorf("start: %w", err)
+		}
+		// Pipelining: the loop signs an intents entry as soon as this node's Raft has
+		// queued it (proposer.Inflight), so the commit follows it in the same round.
+		n.prop.flight = n.batch.inflight
+		n.batch.wake = n.loop.Wake
+	}
+	n.wg.Add(2)
+	go func() {
+		defer n.wg.Done()
+		_ = n.lease.Follow(n.ctx)
+	}()
+	go func() {
+		defer n.wg.Done()
+		n.metrics.follow()
+	}()
+	loopCtx, loopStop := context.WithCancel(context.Background())
+	n.loopStop = loopStop
+	go func() {
+		defer close(n.loopDone)
+		if n.loop == nil {
+			<-loopCtx.Done()
+			return
+		}
+		if err := n.loop.Run(loopCtx); err != nil {
+			n.logger.Warn("signer loop stopped", "err", err)
+		}
+	}()
+	n.logger.Info("node started", "id", n.host.ID().String(), "chain", cfg.Chain,
+		"addrs", n.Addrs(), "signer", cfg.ChainKey != nil)
+	return n, nil
+}
+
+func (c *Config) setDefaults() error {
+	if c.DataDir == "" {
+		return fmt.Errorf("%w: DataDir is required", ErrBadConfig)
+	}
+	if len(c.PSK) != transport.PSKSize {
+		return fmt.Errorf("%w: a %d-byte PSK is required", ErrBadConfig, transport.PSKSize)
+	}
+	switch {
+	case c.ChainKey != nil && c.Chain == "":
+		c.Chain = c.ChainKey.DID()
+	case c.ChainKey != nil && c.Chain != c.ChainKey.DID():
+		return fmt.Errorf("%w: Chain %q is not the chain key's did %q", ErrBadConfig, c.Chain, c.ChainKey.DID())
+	case c.ChainKey == nil && c.Chain == "":
+		return fmt.Errorf("%w: Chain is required without a ChainKey", ErrBadConfig)
+	}
+	if _, err := chain.ParseDID(c.Chain); err != nil {
+		return fmt.Errorf("%w: chain: %w", ErrBadConfig, err)
+	}
+	if c.Bootstrap && c.Join != nil {
+		return fmt.Errorf("%w: Bootstrap and Join are exclusive", ErrBadConfig)
+	}
+	if c.Join != nil && len(c.Join.Seeds) == 0 {
+		return fmt.Errorf("%w: Join needs at least one seed", ErrBadConfig)
+	}
+	if c.TTL == 0 {
+		c.TTL = DefaultNodeTTL
+	}
+	if c.Tick == 0 {
+		c.Tick = DefaultNodeTick
+	}
+	if c.TTL < 0 || c.Tick < 0 {
+		return fmt.Errorf("%w: negative TTL or Tick", ErrBadConfig)
+	}
+	if c.Clock == nil {
+		c.Clock = election.SystemClock()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+func shortID(id string) string {
+	if len(id) > 8 {
+		return id[len(id)-8:]
+	}
+	return id
+}
+
+// ID returns this device's libp2p peer ID.
+func (n *Node) ID() string { return n.host.ID().String() }
+
+// Chain returns the chain's did:key.
+func (n *Node) Chain() string { return n.cfg.Chain }
+
+// Addrs returns this device's full /p2p/ multiaddrs, usable as join seeds.
+func (n *Node) Addrs() []string {
+	var out []string
+	for _, a := range n.host.P2PAddrs() {
+		out = append(out, a.String())
+	}
+	return out
+}
+
+// Host returns the libp2p host (testnet uses Block/Unblock for partitions).
+func (n *Node) Host() *transport.Host { return n.host }
+
+// Log returns the local intent log (read-only use: views, records, commits).
+func (n *Node) Log() *intentlog.Log { return n.log }
+
+// Lease returns this device's lease handle.
+func (n *Node) Lease() *election.Lease { return n.lease }
+
+// HoldContext returns a context cancelled the moment this device's current hold of
+// the lease ends (already cancelled when it does not hold). Fetch it again after a
+// new claim.
+func (n *Node) HoldContext() context.Context { return n.lease.HoldContext() }
+
+// Lost returns a channel closed the moment this device's current hold ends (already
+// closed when it does not hold). Fetch it again after a new claim.
+func (n *Node) Lost() <-chan struct{} { return n.lease.Lost() }
+
+// Done is closed once the node is stopping (Stop or Kill).
+func (n *Node) Done() <-chan struct{} { return n.ctx.Done() }
+
+// Holds reports whether this device holds the lease and may sign now.
+func (n *Node) Holds() bool { return n.lease.Holds() }
+
+// Record returns the signed value at path.
+func (n *Node) Record(path string) ([]byte, bool, error) {
+	if !intentlog.ValidPath(path) {
+		return nil, false, fmt.Errorf("%w: %q", ErrBadPath, path)
+	}
+	return n.log.Record(path)
+}
+
+// Records returns signed records whose path starts with prefix, in path order, at
+// most limit (limit <= 0: all).
+func (n *Node) Records(prefix string, limit int) ([]intentlog.Record, error) {
+	return n.log.Records(prefix, limit)
+}
+
+// Commits delivers the applied commits from fromSeq (0 means 1) in order. Without
+// follow the channel closes after the commit that was the head when Commits was
+// called; with follow it keeps delivering until ctx is done. A last value with Err
+// set reports a read failure.
+func (n *Node) Commits(ctx context.Context, fromSeq uint64, follow bool) <-chan signer.AppliedCommit {
+	if follow {
+		return signer.Commits(ctx, n.log, fromSeq)
+	}
+	head := n.log.View().Head.Seq
+	ch := make(chan signer.AppliedCommit)
+	go func() {
+		defer close(ch)
+		for seq := max(fromSeq, 1); seq <= head; seq++ {
+			raw, err := n.log.Commit(seq)
+			var c signer.AppliedCommit
+			if err == nil {
+				var dc chain.Commit
+				dc, err = chain.Decode(raw)
+				c = signer.AppliedCommit{Seq: dc.Seq, Hash: chain.Hash(raw), Epoch: dc.Epoch, Signer: dc.Signer, Raw: raw}
+			}
+			if err != nil {
+				c = signer.AppliedCommit{Err: fmt.Errorf("commit %d: %w", seq, err)}
+			}
+			select {
+			case ch <- c:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// Release gives the lease up (graceful handover to whoever claims first).
+func (n *Node) Release(ctx context.Context) error {
+	if err := n.lease.Release(ctx); err != nil {
+		return fmt.Errorf("release: %w", err)
+	}
+	return nil
+}
+
+// Transfer hands the lease to member to.
+func (n *Node) Transfer(ctx context.Context, to string) error {
+	if to == "" {
+		return fmt.Errorf("%w: transfer needs a target", ErrBadRequest)
+	}
+	if _, err := peer.Decode(to); err != nil {
+		return fmt.Errorf("%w: transfer target %q: %w", ErrBadRequest, to, err)
+	}
+	if !n.isMember(ctx, to) {
+		return fmt.Errorf("%w: transfer target %s is not a member", ErrConflict, to)
+	}
+	if err := n.lease.Transfer(ctx, to); err != nil {
+		return fmt.Errorf("transfer: %w", err)
+	}
+	return nil
+}
+
+// Steal takes the lease by force (operator override for a wedged holder); reason is
+// required and lands in the lease history.
+func (n *Node) Steal(ctx context.Context, reason string) error {
+	if reason == "" {
+		return fmt.Errorf("%w: a steal needs a reason", ErrBadRequest)
+	}
+	if len(reason) > intentlog.MaxReasonLen {
+		return fmt.Errorf("%w: reason longer than %d bytes", ErrTooLarge, intentlog.MaxReasonLen)
+	}
+	if n.cfg.ChainKey == nil {
+		return fmt.Errorf("%w: this device has no chain key and cannot sign", ErrConflict)
+	}
+	before := n.log.View()
+	d := n.lease.Decide()
+	// The evidence an auditor wants next to the history's reason: what this device
+	// saw of the lease it took (holder, epoch, record age by both clocks) and the head.
+	evidence := []any{"reason", reason, "prior_holder", before.Lease.Holder, "prior_epoch", before.Lease.Epoch,
+		"record_ts", before.Lease.TS, "record_ttl_ms", before.Lease.TTL, "wall_age", d.WallAge,
+		"observed_unchanged", d.Observed, "head_seq", before.Head.Seq, "pending", before.Pending}
+	if err := n.lease.Steal(ctx, reason); err != nil {
+		n.logger.Warn("operator steal failed", append(evidence, "err", err)...)
+		return fmt.Errorf("steal: %w", err)
+	}
+	n.logger.Warn("lease stolen by operator", append(evidence, "epoch", n.lease.Epoch())...)
+	return nil
+}
+
+// LeaseHistory returns the lease events, oldest first.
+func (n *Node) LeaseHistory() ([]intentlog.LeaseEvent, error) { return n.log.LeaseHistory() }
+
+// Members returns the Raft configuration as this device sees it.
+func (n *Node) Members() ([]transport.Member, error) { return n.cluster.Members() }
+
+// isMember reports whether id is in the Raft configuration. A device that lags may
+// not have applied a recent change yet: when id is not a member locally, it catches
+// up with the leader (a read barrier, bounded by ctx) and looks again.
+func (n *Node) isMember(ctx context.Context, id string) bool {
+	if n.isLocalMember(id) {
+		return true
+	}
+	if err := n.prop.Sync(ctx); err != nil {
+		return false
+	}
+	return n.isLocalMember(id)
+}
+
+func (n *Node) isLocalMember(id string) bool {
+	ms, err := n.log.Members()
+	if err != nil {
+		return false
+	}
+	for _, m := range ms {
+		if string(m.ID) == id {
+			return true
+		}
+	}
+	return false
+}
+
+// AddMember adds the device at addr (a p2p multiaddr with /p2p/<id>) through the
+// leader, as a voter or a non-voter.
+func (n *Node) AddMember(ctx context.Context, addr string, nonvoter bool) error {
+	infos, err := transport.ParseSeeds([]string{addr})
+	if err != nil || len(infos) != 1 {
+		return fmt.Errorf("%w: member address %q: %v", ErrBadRequest, addr, err)
+	}
+	if err := n.cluster.Add(ctx, infos[0], nonvoter); err != nil {
+		return fmt.Errorf("add member: %w", err)
+	}
+	return nil
+}
+
+// RemoveMember removes member id through the leader (Leave when id is this device).
+func (n *Node) RemoveMember(ctx context.Context, id string) error {
+	p, err := peer.Decode(id)
+	if err != nil {
+		return fmt.Errorf("%w: member id %q: %w", ErrBadRequest, id, err)
+	}
+	if !n.isMember(ctx, id) {
+		return fmt.Errorf("%w: %s is not a member", ErrNotFound, id)
+	}
+	if p == n.host.ID() {
+		return n.Leave(ctx)
+	}
+	if err := n.cluster.Remove(ctx, p); err != nil {
+		return fmt.Errorf("remove member: %w", err)
+	}
+	return nil
+}
+
+// Leave removes this device from the cluster (releasing the lease first if held).
+func (n *Node) Leave(ctx context.Context) error {
+	if n.lease.Holds() {
+		_ = n.lease.Release(ctx)
+	}
+	if err := n.cluster.Leave(ctx); err != nil {
+		return fmt.Errorf("leave: %w", err)
+	}
+	return nil
+}
+
+// AllowJoin opens a join window until `until` for devices presenting token.
+func (n *Node) AllowJoin(token []byte, until time.Time) { n.host.AllowJoin(token, until) }
+
+// Stop shuts the node down gracefully: the lease is released if held
+// (bounded by ctx, or DefaultStopTimeout), then the cluster, Raft and bbolt, and the
+// host close, in that order. Idempotent.
+func (n *Node) Stop(ctx context.Context) error {
+	n.stopOnce.Do(func() {
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, DefaultStopTimeout)
+			defer cancel()
+		}
+		n.batch.close()
+		// The loop releases a held lease on a graceful stop (bounded by its
+		// ReleaseTimeout); wait for it, but not past ctx.
+		n.loopStop()
+		select {
+		case <-n.loopDone:
+		case <-ctx.Done():
+		}
+		if n.lease.Holds() { // no loop (or it gave up): release here
+			_ = n.lease.Release(ctx)
+		}
+		n.handOffLeadership(ctx)
+		n.stopErr = n.shutdown(ctx)
+		n.logger.Info("node stopped")
+	})
+	return n.stopErr
+}
+
+// Kill stops the node at once, as a crash would: no release, no goodbye. The data
+// directory stays reusable by a later Start. Idempotent (with Stop too).
+func (n *Node) Kill() error {
+	n.stopOnce.Do(func() {
+		n.killed.Store(true) // nothing more leaves this node, not even the loop's release
+		n.batch.close()
+		_ = n.host.Close() // the network goes first, like a pulled cable
+		n.loopStop()
+		ctx, cancel := context.WithTimeout(context.Background(), killWait)
+		defer cancel()
+		n.stopErr = n.shutdown(ctx)
+		n.logger.Info("node killed")
+	})
+	return n.stopErr
+}
+
+// killWait bounds how long Kill waits for the signer loop to notice (a loop blocked
+// in a BeforePropose knob that ignores its context is left behind, not waited for).
+const killWait = 2 * time.Second
+
+// handOffLeadership moves Raft leadership to another voter before a graceful stop,
+// so the cluster does not wait an election timeout to notice the leader is gone.
+func (n *Node) handOffLeadership(ctx context.Context) {
+	r := n.log.Raft()
+	if r.State() != raft.Leader {
+		return
+	}
+	ms, err := n.log.Members()
+	if err != nil {
+		return
+	}
+	voters := 0
+	for _, m := range ms {
+		if m.Suffrage == raft.Voter {
+			voters++
+		}
+	}
+	if voters < 2 {
+		return
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.LeadershipTransfer().Error() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			n.logger.Info("leadership transfer before stop failed", "err", err)
+		}
+	case <-ctx.Done():
+	}
+}
+
+// shutdown closes everything in order: the node's context (followers, batcher),
+// the cluster, Raft and bbolt (the intent log), then the host. ctx bounds the wait
+// for the signer loop.
+func (n *Node) shutdown(ctx context.Context) error {
+	n.cancel()
+	var errs []error
+	select {
+	case <-n.loopDone:
+	case <-ctx.Done():
+		n.logger.Warn("signer loop did not stop in time; closing under it")
+	}
+	if err := n.cluster.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("cluster: %w", err))
+	}
+	if err := n.log.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("intent log: %w", err))
+	}
+	if err := n.host.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("host: %w", err))
+	}
+	n.wg.Wait()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,53 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/batonhq/baton/internal/testutil"
+	"github.com/batonhq/baton/transport"
+)
+
+func TestConfigValidation(t *testing.T) {
+	psk, err := transport.GeneratePSK()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := testutil.Key(t, 1)
+	other := testutil.Key(t, 2)
+	good := func() Config { return Config{DataDir: t.TempDir(), PSK: psk, ChainKey: key} }
+	cases := map[string]func(*Config){
+		"no data dir":          func(c *Config) { c.DataDir = "" },
+		"no psk":               func(c *Config) { c.PSK = nil },
+		"short psk":            func(c *Config) { c.PSK = psk[:16] },
+		"chain is not the key": func(c *Config) { c.Chain = other.DID() },
+		"no chain, no key":     func(c *Config) { c.ChainKey = nil },
+		"bad chain did":        func(c *Config) { c.ChainKey, c.Chain = nil, "did:key:zNope" },
+		"bootstrap and join":   func(c *Config) { c.Bootstrap, c.Join = true, &JoinConfig{Seeds: []string{"x"}} },
+		"join without seeds":   func(c *Config) { c.Join = &JoinConfig{Token: []byte("t")} },
+		"negative ttl":         func(c *Config) { c.TTL = -1 },
+	}
+	for name, mod := range cases {
+		c := good()
+		mod(&c)
+		if err := c.setDefaults(); !errors.Is(err, ErrBadConfig) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	c := good()
+	if err := c.setDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Chain != key.DID() || c.TTL != DefaultNodeTTL || c.Tick != DefaultNodeTick || c.Clock == nil || c.Logger == nil {
+		t.Fatalf("defaults: %+v", c)
+	}
+	replica := good()
+	replica.ChainKey, replica.Chain = nil, key.DID()
+	if err := replica.setDefaults(); err != nil {
+		t.Fatalf("replica: %v", err)
+	}
+	if _, err := Start(context.Background(), Config{}); !errors.Is(err, ErrBadConfig) {
+		t.Fatalf("Start with an empty config: %v", err)
+	}
+}

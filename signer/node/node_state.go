@@ -1,0 +1,116 @@
+package node
+
+import (
+	"encoding/hex"
+	"time"
+
+	"github.com/batonhq/baton/election"
+)
+
+// State is a snapshot of the node for the state endpoint and embedders. Building it
+// reads only local state (atomics and the applied view), never waiting on Raft, so it
+// answers in milliseconds with no quorum.
+type State struct {
+	ID      string      `json:"id"`
+	Chain   string      `json:"chain"`
+	Signer  bool        `json:"signer"` // this device has the chain key
+	Raft    RaftState   `json:"raft"`
+	Lease   LeaseState  `json:"lease"`
+	Head    HeadState   `json:"head"`
+	Pending int         `json:"pending"`
+	Bytes   int64       `json:"pending_bytes"`
+	Members int         `json:"members"`
+	Loop    LoopSummary `json:"loop"`
+	// SuspectedSkew reports that this device's wall clock disagreed with a lease
+	// record it observed (see election.Stats.SkewSuspicions).
+	SuspectedSkew bool   `json:"suspected_skew"`
+	SkewReports   uint64 `json:"skew_reports"`
+}
+
+// RaftState is the Raft part of State.
+type RaftState struct {
+	Role         string `json:"role"` // Leader, Follower, Candidate, Shutdown
+	Leader       string `json:"leader"`
+	Term         uint64 `json:"term"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"` // the FSM's (state.db)
+	LastIndex    uint64 `json:"last_index"`
+	// LastContactMs is how long ago the leader was last heard from (0 on the leader,
+	// -1 if never).
+	LastContactMs int64 `json:"last_contact_ms"`
+}
+
+// LeaseState is the lease part of State.
+type LeaseState struct {
+	Holder      string `json:"holder"`
+	Epoch       uint64 `json:"epoch"`
+	TS          int64  `json:"ts"`
+	TTLMs       int64  `json:"ttl_ms"`
+	ExpiresInMs int64  `json:"expires_in_ms"` // by this device's wall clock; negative once past
+	HeldByMe    bool   `json:"held_by_me"`    // this device holds it and may sign now
+	Free        bool   `json:"free"`          // free as far as this device can tell
+}
+
+// HeadState is the chain head part of State.
+type HeadState struct {
+	Seq    uint64 `json:"seq"`
+	Hash   string `json:"hash"` // hex, "" for an empty chain
+	Epoch  uint64 `json:"epoch"`
+	Signer string `json:"signer"`
+}
+
+// LoopSummary is the signer loop part of State.
+type LoopSummary struct {
+	CommitsAccepted uint64    `json:"commits_accepted"`
+	CommitsRejected uint64    `json:"commits_rejected"`
+	ProposeErrors   uint64    `json:"propose_errors"`
+	LastSigned      uint64    `json:"last_signed"`
+	LastError       string    `json:"last_error,omitempty"`
+	LastErrorAt     time.Time `json:"last_error_at,omitzero"`
+	LeaseClaims     uint64    `json:"lease_claims"`
+	LeaseRenews     uint64    `json:"lease_renews"`
+	LeaseLostRaces  uint64    `json:"lease_lost_races"`
+}
+
+// State returns the node's state. It never blocks on Raft.
+func (n *Node) State() State {
+	r := n.log.Raft()
+	v := n.log.View()
+	now := n.cfg.Clock.Now()
+	st := State{ID: n.ID(), Chain: n.cfg.Chain, Signer: n.cfg.ChainKey != nil,
+		Pending: v.Pending, Bytes: v.PendingBytes}
+	_, lid := r.LeaderWithID()
+	st.Raft = RaftState{Role: r.State().String(), Leader: string(lid), Term: r.CurrentTerm(),
+		CommitIndex: r.CommitIndex(), AppliedIndex: v.AppliedIndex, LastIndex: r.LastIndex(), LastContactMs: -1}
+	if st.Raft.Role == "Leader" {
+		st.Raft.LastContactMs = 0
+	} else if lc := r.LastContact(); !lc.IsZero() {
+		st.Raft.LastContactMs = time.Since(lc).Milliseconds()
+	}
+	l := v.Lease
+	st.Lease = LeaseState{Holder: l.Holder, Epoch: l.Epoch, TS: l.TS, TTLMs: l.TTL,
+		HeldByMe: n.lease.Holds()}
+	if l.Holder != "" {
+		st.Lease.ExpiresInMs = l.TS + l.TTL - now.UnixMilli()
+	}
+	d := n.lease.Decide()
+	st.Lease.Free = l.Holder == "" || d.Action == election.Claim
+	st.Head = HeadState{Seq: v.Head.Seq, Epoch: v.Head.Epoch, Signer: v.Head.Signer}
+	if v.Head.Seq > 0 {
+		st.Head.Hash = hex.EncodeToString(v.Head.Hash[:])
+	}
+	if ms, err := n.log.Members(); err == nil {
+		st.Members = len(ms)
+	}
+	es := n.lease.Stats()
+	st.Loop.LeaseClaims, st.Loop.LeaseRenews, st.Loop.LeaseLostRaces = es.Claims, es.Renews, es.LostRaces
+	st.SkewReports = es.SkewSuspicions
+	st.SuspectedSkew = d.SuspectedSkew
+	if n.loop != nil {
+		ls := n.loop.Stats()
+		st.Loop.CommitsAccepted, st.Loop.CommitsRejected = ls.CommitsAccepted, ls.CommitsRejected
+		st.Loop.ProposeErrors, st.Loop.LastSigned = ls.ProposeErrors, ls.LastSigned
+		st.Loop.LastError, st.Loop.LastErrorAt = ls.LastError, ls.LastErrorAt
+	}
+	return st
+}

@@ -1,0 +1,145 @@
+package node
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/transport"
+)
+
+// proposer is the node's view of the intent log for the lease and the signer loop:
+// reads go to the local replica (never waiting on Raft); Propose goes through the
+// Cluster (locally on the leader, forwarded otherwise); Sync is a read barrier on the
+// leader followed by a local WaitApplied.
+type proposer struct {
+	log     *intentlog.Log
+	cluster *transport.Cluster
+	before  func(context.Context, intentlog.Entry)
+	killed  *atomic.Bool // the node's: set by Kill, read by every proposal
+	// flight is the batcher's inflight (nil on a node without a signer loop).
+	flight func() []intentlog.Intent
+}
+
+var (
+	_ election.Log           = (*proposer)(nil)
+	_ election.Syncer        = (*proposer)(nil)
+	_ election.Watcher       = (*proposer)(nil)
+	_ election.AppliedWaiter = (*proposer)(nil)
+	_ signer.ChainLog        = (*proposer)(nil)
+)
+
+// barrierTag is the one-byte request the leader's apply function answers with its
+// Raft barrier index. Encoded entries start with intentlog.CodecVersion, so the two
+// never collide.
+const barrierTag byte = 0xBA
+
+func (p *proposer) View() intentlog.View { return p.log.View() }
+
+func (p *proposer) Watch() <-chan struct{} { return p.log.Watch() }
+
+func (p *proposer) Pending(maxCount int, maxBytes int64) ([]intentlog.Intent, error) {
+	return p.log.Pending(maxCount, maxBytes)
+}
+
+// Inflight implements the loop's inflightSource: the intents entry this node's Raft
+// has queued and whose apply this replica has not shown yet (its first intent is not
+// in the dedupe window). A repeated or refused intent makes the prediction wrong;
+// the apply then refuses the commit (bad_ops) and the loop signs on the applied state.
+func (p *proposer) Inflight() [][]intentlog.Intent {
+	if p.flight == nil {
+		return nil
+	}
+	in := p.flight()
+	if len(in) == 0 {
+		return nil
+	}
+	if _, ok, err := p.log.IntentStatus(in[0].ID); ok || err != nil {
+		return nil // applied already (or unreadable): nothing to predict
+	}
+	return [][]intentlog.Intent{in}
+}
+
+func (p *proposer) Commit(seq uint64) ([]byte, error) { return p.log.Commit(seq) }
+
+func (p *proposer) WaitApplied(ctx context.Context, index uint64) error {
+	return p.log.WaitApplied(ctx, index)
+}
+
+// Propose encodes e and runs it through the leader. An error means the outcome is
+// unknown.
+func (p *proposer) Propose(ctx context.Context, e intentlog.Entry) (intentlog.Result, error) {
+	if p.killed.Load() {
+		return intentlog.Result{}, ErrStopped
+	}
+	if p.before != nil {
+		p.before(ctx, e)
+		if p.killed.Load() { // killed while the knob held the proposal
+			return intentlog.Result{}, ErrStopped
+		}
+	}
+	b, err := intentlog.Encode(e)
+	if err != nil {
+		return intentlog.Result{}, fmt.Errorf("propose: %w", err)
+	}
+	out, err := p.cluster.Propose(ctx, b)
+	if err != nil {
+		return intentlog.Result{}, fmt.Errorf("propose: %w", err)
+	}
+	res, err := intentlog.DecodeResult(out)
+	if err != nil {
+		return intentlog.Result{}, fmt.Errorf("propose: leader's result: %w", err)
+	}
+	return res, nil
+}
+
+// Sync returns once the local replica has applied everything the leader had
+// committed when it answered (a read barrier). Bounded by ctx.
+func (p *proposer) Sync(ctx context.Context) error {
+	if p.killed.Load() {
+		return ErrStopped
+	}
+	out, err := p.cluster.Propose(ctx, []byte{barrierTag})
+	if err != nil {
+		return fmt.Errorf("sync: %w", err)
+	}
+	if len(out) != 8 {
+		return fmt.Errorf("sync: barrier answer of %d bytes", len(out))
+	}
+	return p.log.WaitApplied(ctx, binary.BigEndian.Uint64(out))
+}
+
+// applyOnLeader is the Cluster's ApplyFunc: a Raft barrier for a barrier request,
+// otherwise the encoded entry through the local log. Not-leader errors are mapped to
+// the ones the Cluster retries at the new leader.
+func (n *Node) applyOnLeader(ctx context.Context, b []byte) ([]byte, error) {
+	if n.killed.Load() {
+		return nil, fmt.Errorf("%w: %w", transport.ErrNotLeader, ErrStopped)
+	}
+	var out []byte
+	var err error
+	if len(b) == 1 && b[0] == barrierTag {
+		var idx uint64
+		if idx, err = n.log.Barrier(ctx); err == nil {
+			out = binary.BigEndian.AppendUint64(nil, idx)
+		}
+	} else {
+		out, err = n.log.ApplyEncoded(ctx, b)
+	}
+	switch {
+	case err == nil:
+		return out, nil
+	case errors.Is(err, intentlog.ErrNotLeader):
+		return nil, fmt.Errorf("%w: %w", transport.ErrNotLeader, err)
+	case errors.Is(err, intentlog.ErrLeadershipLost):
+		return nil, fmt.Errorf("%w: %w", raft.ErrLeadershipLost, err)
+	}
+	return nil, err
+}
