@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -86,15 +87,19 @@ type Knobs struct {
 type Node struct {
 	cfg     Config
 	logger  *slog.Logger
-	host    *transport.Host
-	log     *intentlog.Log
-	cluster *transport.Cluster
-	prop    *proposer
-	lease   *election.Lease
-	loop    *signer.Loop // nil without a chain key
-	batch   *batcher
-	metrics *metrics
-	hashes  hashCache // commitHash's cache
+	id      string
+	host    *transport.Host    // nil when built by New
+	cluster *transport.Cluster // nil when built by New
+	net     Network
+	// closeNet closes the network stack first on Kill (the host: like a pulled cable).
+	closeNet func() error
+	log      *intentlog.Log
+	prop     *proposer
+	lease    *election.Lease
+	loop     *signer.Loop // nil without a chain key
+	batch    *batcher
+	metrics  *metrics
+	hashes   hashCache // commitHash's cache
 
 	ctx      context.Context // cancelled by Stop/Kill
 	cancel   context.CancelFunc
@@ -108,17 +113,142 @@ type Node struct {
 	stopErr  error
 }
 
-// Start opens the node in cfg.DataDir and starts it: host, Raft, cluster membership
-// (bootstrap or join on first start), lease, signer loop and the local API. ctx
-// bounds the start (a join waits for the leader); it does not bound the node's life,
-// which ends with Stop or Kill.
+// Start opens the node in cfg.DataDir and starts it over libp2p: host, Raft, cluster
+// membership (bootstrap or join on first start), lease and signer loop. ctx bounds the
+// start (a join waits for the leader); it does not bound the node's life, which ends
+// with Stop or Kill. The local HTTP API is package api's (api.Start over the node).
 func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
-	if err := cfg.setDefaults(); err != nil {
+	if err := cfg.setDefaults(true); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, logger: cfg.Logger, loopDone: make(chan struct{})}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	host, err := transport.NewHost(transport.HostConfig{DataDir: cfg.DataDir, PSK: cfg.PSK,
+		ListenAddrs: cfg.ListenAddrs, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("start: host: %w", err)
+	}
+	id := host.ID().String()
+	trans, err := host.RaftTransport(transport.RaftTransportConfig{Logger: intentlog.NewHCLogger(cfg.Logger.With("node", shortID(id)))})
+	if err != nil {
+		_ = host.Close()
+		return nil, fmt.Errorf("start: raft transport: %w", err)
+	}
+	var cluster *transport.Cluster
+	n, err := assemble(cfg, Parts{ID: id, Raft: trans, Net: func(r *raft.Raft, h Handlers) (Network, error) {
+		c, err := transport.NewCluster(host, r, h.Apply, transport.ClusterConfig{Logger: cfg.Logger.With("node", shortID(id))})
+		if err != nil {
+			return nil, err
+		}
+		cluster = c
+		return clusterNet{c}, nil
+	}}, host.Close)
+	if err != nil {
+		_ = trans.Close()
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	n.host, n.cluster = host, cluster
+	if n.log.Raft().LastIndex() == 0 {
+		switch {
+		case cfg.Bootstrap:
+			err = cluster.Bootstrap()
+			if errors.Is(err, raft.ErrCantBootstrap) {
+				err = nil
+			}
+		case cfg.Join != nil:
+			var seeds []peer.AddrInfo
+			if seeds, err = transport.ParseSeeds(cfg.Join.Seeds); err != nil {
+				err = fmt.Errorf("join seeds: %w", err)
+			} else if err = cluster.Join(ctx, seeds, cfg.Join.Token, cfg.Join.NonVoter); err != nil {
+				err = fmt.Errorf("join: %w", err)
+			}
+		}
+		if err != nil {
+			_ = n.Kill()
+			return nil, fmt.Errorf("start: %w", err)
+		}
+	}
+	n.run()
+	n.logger.Info("node started", "id", id, "chain", cfg.Chain, "addrs", n.Addrs(), "signer", cfg.ChainKey != nil)
+	return n, nil
+}
+
+// Network is how a device reaches the other members: proposals and read barriers go
+// to the Raft leader, calls to one named member. In production it is package
+// transport's Cluster over libp2p; a simulator supplies its own. Errors follow
+// transport's sentinels (transport.ErrNoLeader, ErrTimeout, ErrNotMember,
+// *transport.RemoteError).
+type Network interface {
+	// Propose runs an encoded entry through the leader's Handlers.Apply and returns
+	// its answer. An error means the outcome is unknown unless it says otherwise.
+	Propose(ctx context.Context, entry []byte) ([]byte, error)
+	// Barrier returns the leader's applied index after a Raft barrier.
+	Barrier(ctx context.Context) (uint64, error)
+	// Close stops serving and sending; in-flight calls fail.
+	Close() error
+}
+
+// Handlers are what a Network delivers to this device.
+type Handlers struct {
+	// Apply runs on the leader: an encoded entry through the local log.
+	Apply func(ctx context.Context, entry []byte) ([]byte, error)
+	// Barrier runs on the leader: a Raft barrier, answering the applied index.
+	Barrier func(ctx context.Context) (uint64, error)
+}
+
+// Parts are what New needs besides the Config: this device's ID (its Raft server ID and
+// address), a Raft transport, and the network built once Raft exists.
+type Parts struct {
+	ID   string
+	Raft raft.Transport
+	Net  func(r *raft.Raft, h Handlers) (Network, error)
+	// Servers is the configuration Config.Bootstrap writes on a fresh data dir
+	// (default: this device alone).
+	Servers []raft.Server
+}
+
+// New assembles a node from parts instead of libp2p (a simulator's network, for one):
+// the intent log in cfg.DataDir over parts.Raft, the lease and the signer loop. With
+// cfg.Bootstrap and a fresh data dir it bootstraps parts.Servers. Membership by invite
+// (Join, AllowJoin, AddMember) and Host are libp2p's and unsupported here.
+func New(cfg Config, parts Parts) (*Node, error) {
+	if err := cfg.setDefaults(false); err != nil {
+		return nil, err
+	}
+	if parts.ID == "" || parts.Raft == nil || parts.Net == nil {
+		return nil, fmt.Errorf("%w: Parts needs an ID, a Raft transport and a network", ErrBadConfig)
+	}
+	n, err := assemble(cfg, parts, nil)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Bootstrap && n.log.Raft().LastIndex() == 0 {
+		servers := parts.Servers
+		if len(servers) == 0 {
+			servers = []raft.Server{{ID: raft.ServerID(parts.ID), Address: raft.ServerAddress(parts.ID)}}
+		}
+		if err := n.log.Bootstrap(servers); err != nil && !errors.Is(err, intentlog.ErrAlreadyBootstrapped) {
+			_ = n.Kill()
+			return nil, fmt.Errorf("bootstrap: %w", err)
+		}
+	}
+	n.run()
+	return n, nil
+}
+
+// assemble opens the log and builds everything but starts no goroutine of its own;
+// run starts them. closeFirst, if set, is closed first on failure and on Kill.
+func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err error) {
+	n := &Node{cfg: cfg, id: parts.ID, logger: cfg.Logger.With("node", shortID(parts.ID)), loopDone: make(chan struct{}),
+		closeNet: closeFirst}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	// Until run starts the loop, stopping it means only marking it done.
+	n.loopStop = func() { close(n.loopDone) }
 	var closers []func() error
+	if closeFirst != nil {
+		closers = append(closers, closeFirst)
+	}
 	defer func() {
 		if err != nil {
 			n.cancel()
@@ -128,65 +258,43 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}()
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("start: %w", err)
+		return nil, err
 	}
-	n.host, err = transport.NewHost(transport.HostConfig{DataDir: cfg.DataDir, PSK: cfg.PSK,
-		ListenAddrs: cfg.ListenAddrs, Logger: cfg.Logger})
+	n.log, err = intentlog.Open(intentlog.Config{Dir: cfg.DataDir, LocalID: raft.ServerID(parts.ID),
+		Verify: signer.Verifier(cfg.Chain), Logger: n.logger, Raft: cfg.Raft}, parts.Raft)
 	if err != nil {
-		return nil, fmt.Errorf("start: host: %w", err)
-	}
-	closers = append(closers, n.host.Close)
-	n.logger = cfg.Logger.With("node", shortID(n.host.ID().String()))
-	trans, err := n.host.RaftTransport(transport.RaftTransportConfig{Logger: intentlog.NewHCLogger(n.logger)})
-	if err != nil {
-		return nil, fmt.Errorf("start: raft transport: %w", err)
-	}
-	n.log, err = intentlog.Open(intentlog.Config{Dir: cfg.DataDir, LocalID: raft.ServerID(n.host.ID().String()),
-		Verify: signer.Verifier(cfg.Chain), Logger: n.logger, Raft: cfg.Raft}, trans)
-	if err != nil {
-		_ = trans.Close()
-		return nil, fmt.Errorf("start: intent log: %w", err)
+		return nil, fmt.Errorf("intent log: %w", err)
 	}
 	closers = append(closers, n.log.Close)
-	n.cluster, err = transport.NewCluster(n.host, n.log.Raft(), n.applyOnLeader, transport.ClusterConfig{Logger: n.logger})
+	n.net, err = parts.Net(n.log.Raft(), Handlers{Apply: n.applyOnLeader, Barrier: n.barrierOnLeader})
 	if err != nil {
-		return nil, fmt.Errorf("start: cluster: %w", err)
+		return nil, fmt.Errorf("network: %w", err)
 	}
-	closers = append(closers, n.cluster.Close)
-	fresh := n.log.Raft().LastIndex() == 0
-	switch {
-	case !fresh:
-	case cfg.Bootstrap:
-		if err := n.cluster.Bootstrap(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-			return nil, fmt.Errorf("start: %w", err)
-		}
-	case cfg.Join != nil:
-		seeds, err := transport.ParseSeeds(cfg.Join.Seeds)
-		if err != nil {
-			return nil, fmt.Errorf("start: join seeds: %w", err)
-		}
-		if err := n.cluster.Join(ctx, seeds, cfg.Join.Token, cfg.Join.NonVoter); err != nil {
-			return nil, fmt.Errorf("start: join: %w", err)
-		}
-	}
-	n.prop = &proposer{log: n.log, cluster: n.cluster, before: cfg.Knobs.BeforePropose, killed: &n.killed}
-	n.lease, err = election.New(n.prop, n.host.ID().String(), cfg.Clock, election.Options{TTL: cfg.TTL})
+	closers = append(closers, n.net.Close)
+	n.prop = &proposer{log: n.log, net: n.net, before: cfg.Knobs.BeforePropose, killed: &n.killed}
+	n.lease, err = election.New(n.prop, parts.ID, cfg.Clock, election.Options{TTL: cfg.TTL})
 	if err != nil {
-		return nil, fmt.Errorf("start: lease: %w", err)
+		return nil, fmt.Errorf("lease: %w", err)
 	}
 	n.metrics = newMetrics(n)
 	n.batch = newBatcher(n)
 	if cfg.ChainKey != nil {
-		n.loop, err = signer.NewLoop(signer.LoopConfig{Self: n.host.ID().String(), Key: cfg.ChainKey, Lease: n.lease,
+		n.loop, err = signer.NewLoop(signer.LoopConfig{Self: parts.ID, Key: cfg.ChainKey, Lease: n.lease,
 			Log: n.prop, Clock: cfg.Clock, Tick: cfg.Tick, Logger: n.logger})
 		if err != nil {
-			return nil, fmt.Errorf("start: %w", err)
+			return nil, err
 		}
 		// Pipelining: the loop signs an intents entry as soon as this node's Raft has
 		// queued it (proposer.Inflight), so the commit follows it in the same round.
 		n.prop.flight = n.batch.inflight
 		n.batch.wake = n.loop.Wake
 	}
+	return n, nil
+}
+
+// run starts the node's goroutines: the lease follower, the metrics follower and the
+// signer loop.
+func (n *Node) run() {
 	n.wg.Add(2)
 	go func() {
 		defer n.wg.Done()
@@ -208,16 +316,34 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			n.logger.Warn("signer loop stopped", "err", err)
 		}
 	}()
-	n.logger.Info("node started", "id", n.host.ID().String(), "chain", cfg.Chain,
-		"addrs", n.Addrs(), "signer", cfg.ChainKey != nil)
-	return n, nil
 }
 
-func (c *Config) setDefaults() error {
+// clusterNet is transport.Cluster as a Network.
+type clusterNet struct{ c *transport.Cluster }
+
+func (c clusterNet) Propose(ctx context.Context, entry []byte) ([]byte, error) {
+	return c.c.Propose(ctx, entry)
+}
+
+func (c clusterNet) Barrier(ctx context.Context) (uint64, error) {
+	out, err := c.c.Propose(ctx, []byte{barrierTag})
+	if err != nil {
+		return 0, err
+	}
+	if len(out) != 8 {
+		return 0, fmt.Errorf("barrier answer of %d bytes", len(out))
+	}
+	return binary.BigEndian.Uint64(out), nil
+}
+
+func (c clusterNet) Close() error { return c.c.Close() }
+
+// setDefaults validates c and fills in defaults; libp2p: for Start (a PSK is needed).
+func (c *Config) setDefaults(libp2p bool) error {
 	if c.DataDir == "" {
 		return fmt.Errorf("%w: DataDir is required", ErrBadConfig)
 	}
-	if len(c.PSK) != transport.PSKSize {
+	if libp2p && len(c.PSK) != transport.PSKSize {
 		return fmt.Errorf("%w: a %d-byte PSK is required", ErrBadConfig, transport.PSKSize)
 	}
 	switch {
@@ -263,13 +389,16 @@ func shortID(id string) string {
 }
 
 // ID returns this device's libp2p peer ID.
-func (n *Node) ID() string { return n.host.ID().String() }
+func (n *Node) ID() string { return n.id }
 
 // Chain returns the chain's did:key.
 func (n *Node) Chain() string { return n.cfg.Chain }
 
 // Addrs returns this device's full /p2p/ multiaddrs, usable as join seeds.
 func (n *Node) Addrs() []string {
+	if n.host == nil {
+		return nil
+	}
 	var out []string
 	for _, a := range n.host.P2PAddrs() {
 		out = append(out, a.String())
@@ -277,7 +406,8 @@ func (n *Node) Addrs() []string {
 	return out
 }
 
-// Host returns the libp2p host (testnet uses Block/Unblock for partitions).
+// Host returns the libp2p host (testnet uses Block/Unblock for partitions); nil for a
+// node built by New.
 func (n *Node) Host() *transport.Host { return n.host }
 
 // Log returns the local intent log (read-only use: views, records, commits).
@@ -407,7 +537,12 @@ func (n *Node) Steal(ctx context.Context, reason string) error {
 func (n *Node) LeaseHistory() ([]intentlog.LeaseEvent, error) { return n.log.LeaseHistory() }
 
 // Members returns the Raft configuration as this device sees it.
-func (n *Node) Members() ([]transport.Member, error) { return n.cluster.Members() }
+func (n *Node) Members() ([]transport.Member, error) {
+	if n.cluster == nil {
+		return nil, fmt.Errorf("members: %w", ErrUnsupported)
+	}
+	return n.cluster.Members()
+}
 
 // isMember reports whether id is in the Raft configuration. A device that lags may
 // not have applied a recent change yet: when id is not a member locally, it catches
@@ -438,6 +573,9 @@ func (n *Node) isLocalMember(id string) bool {
 // AddMember adds the device at addr (a p2p multiaddr with /p2p/<id>) through the
 // leader, as a voter or a non-voter.
 func (n *Node) AddMember(ctx context.Context, addr string, nonvoter bool) error {
+	if n.cluster == nil {
+		return fmt.Errorf("add member: %w", ErrUnsupported)
+	}
 	infos, err := transport.ParseSeeds([]string{addr})
 	if err != nil || len(infos) != 1 {
 		return fmt.Errorf("%w: member address %q: %v", ErrBadRequest, addr, err)
@@ -450,6 +588,9 @@ func (n *Node) AddMember(ctx context.Context, addr string, nonvoter bool) error 
 
 // RemoveMember removes member id through the leader (Leave when id is this device).
 func (n *Node) RemoveMember(ctx context.Context, id string) error {
+	if n.cluster == nil {
+		return fmt.Errorf("remove member: %w", ErrUnsupported)
+	}
 	p, err := peer.Decode(id)
 	if err != nil {
 		return fmt.Errorf("%w: member id %q: %w", ErrBadRequest, id, err)
@@ -457,7 +598,7 @@ func (n *Node) RemoveMember(ctx context.Context, id string) error {
 	if !n.isMember(ctx, id) {
 		return fmt.Errorf("%w: %s is not a member", ErrNotFound, id)
 	}
-	if p == n.host.ID() {
+	if p.String() == n.id {
 		return n.Leave(ctx)
 	}
 	if err := n.cluster.Remove(ctx, p); err != nil {
@@ -468,6 +609,9 @@ func (n *Node) RemoveMember(ctx context.Context, id string) error {
 
 // Leave removes this device from the cluster (releasing the lease first if held).
 func (n *Node) Leave(ctx context.Context) error {
+	if n.cluster == nil {
+		return fmt.Errorf("leave: %w", ErrUnsupported)
+	}
 	if n.lease.Holds() {
 		_ = n.lease.Release(ctx)
 	}
@@ -478,7 +622,12 @@ func (n *Node) Leave(ctx context.Context) error {
 }
 
 // AllowJoin opens a join window until `until` for devices presenting token.
-func (n *Node) AllowJoin(token []byte, until time.Time) { n.host.AllowJoin(token, until) }
+// A node built by New has no join windows (it does nothing).
+func (n *Node) AllowJoin(token []byte, until time.Time) {
+	if n.host != nil {
+		n.host.AllowJoin(token, until)
+	}
+}
 
 // Stop shuts the node down gracefully: the lease is released if held
 // (bounded by ctx, or DefaultStopTimeout), then the cluster, Raft and bbolt, and the
@@ -514,7 +663,9 @@ func (n *Node) Kill() error {
 	n.stopOnce.Do(func() {
 		n.killed.Store(true) // nothing more leaves this node, not even the loop's release
 		n.batch.close()
-		_ = n.host.Close() // the network goes first, like a pulled cable
+		if n.closeNet != nil {
+			_ = n.closeNet() // the network goes first, like a pulled cable
+		}
 		n.loopStop()
 		ctx, cancel := context.WithTimeout(context.Background(), killWait)
 		defer cancel()
@@ -570,14 +721,16 @@ func (n *Node) shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		n.logger.Warn("signer loop did not stop in time; closing under it")
 	}
-	if err := n.cluster.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("cluster: %w", err))
+	if err := n.net.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("network: %w", err))
 	}
 	if err := n.log.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("intent log: %w", err))
 	}
-	if err := n.host.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("host: %w", err))
+	if n.closeNet != nil {
+		if err := n.closeNet(); err != nil {
+			errs = append(errs, fmt.Errorf("host: %w", err))
+		}
 	}
 	n.wg.Wait()
 	return errors.Join(errs...)

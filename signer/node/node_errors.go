@@ -47,6 +47,9 @@ var (
 	ErrUnreachable = errors.New("node: peer unreachable")
 	// ErrBadConfig: Start was given an invalid Config.
 	ErrBadConfig = errors.New("node: invalid config")
+	// ErrUnsupported: the operation needs libp2p membership and the node was built
+	// by New (a simulated network).
+	ErrUnsupported = errors.New("node: not supported by this node's network")
 	// ErrInternal: anything else.
 	ErrInternal = errors.New("node: internal error")
 )

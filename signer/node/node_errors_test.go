@@ -31,12 +31,12 @@ func TestConfigValidation(t *testing.T) {
 	for name, mod := range cases {
 		c := good()
 		mod(&c)
-		if err := c.setDefaults(); !errors.Is(err, ErrBadConfig) {
+		if err := c.setDefaults(true); !errors.Is(err, ErrBadConfig) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
 	c := good()
-	if err := c.setDefaults(); err != nil {
+	if err := c.setDefaults(true); err != nil {
 		t.Fatal(err)
 	}
 	if c.Chain != key.DID() || c.TTL != DefaultNodeTTL || c.Tick != DefaultNodeTick || c.Clock == nil || c.Logger == nil {
@@ -44,7 +44,7 @@ func TestConfigValidation(t *testing.T) {
 	}
 	replica := good()
 	replica.ChainKey, replica.Chain = nil, key.DID()
-	if err := replica.setDefaults(); err != nil {
+	if err := replica.setDefaults(true); err != nil {
 		t.Fatalf("replica: %v", err)
 	}
 	if _, err := Start(context.Background(), Config{}); !errors.Is(err, ErrBadConfig) {

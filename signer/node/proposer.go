@@ -20,10 +20,10 @@ import (
 // Cluster (locally on the leader, forwarded otherwise); Sync is a read barrier on the
 // leader followed by a local WaitApplied.
 type proposer struct {
-	log     *intentlog.Log
-	cluster *transport.Cluster
-	before  func(context.Context, intentlog.Entry)
-	killed  *atomic.Bool // the node's: set by Kill, read by every proposal
+	log    *intentlog.Log
+	net    Network
+	before func(context.Context, intentlog.Entry)
+	killed *atomic.Bool // the node's: set by Kill, read by every proposal
 	// flight is the batcher's inflight (nil on a node without a signer loop).
 	flight func() []intentlog.Intent
 }
@@ -89,7 +89,7 @@ func (p *proposer) Propose(ctx context.Context, e intentlog.Entry) (intentlog.Re
 	if err != nil {
 		return intentlog.Result{}, fmt.Errorf("propose: %w", err)
 	}
-	out, err := p.cluster.Propose(ctx, b)
+	out, err := p.net.Propose(ctx, b)
 	if err != nil {
 		return intentlog.Result{}, fmt.Errorf("propose: %w", err)
 	}
@@ -106,14 +106,34 @@ func (p *proposer) Sync(ctx context.Context) error {
 	if p.killed.Load() {
 		return ErrStopped
 	}
-	out, err := p.cluster.Propose(ctx, []byte{barrierTag})
+	idx, err := p.net.Barrier(ctx)
 	if err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}
-	if len(out) != 8 {
-		return fmt.Errorf("sync: barrier answer of %d bytes", len(out))
+	return p.log.WaitApplied(ctx, idx)
+}
+
+// barrierOnLeader is Handlers.Barrier: a Raft barrier on this node, which leads.
+func (n *Node) barrierOnLeader(ctx context.Context) (uint64, error) {
+	if n.killed.Load() {
+		return 0, fmt.Errorf("%w: %w", transport.ErrNotLeader, ErrStopped)
 	}
-	return p.log.WaitApplied(ctx, binary.BigEndian.Uint64(out))
+	idx, err := n.log.Barrier(ctx)
+	return idx, leaderErr(err)
+}
+
+// leaderErr maps intentlog's not-leader errors to the ones a Network retries at the
+// new leader.
+func leaderErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, intentlog.ErrNotLeader):
+		return fmt.Errorf("%w: %w", transport.ErrNotLeader, err)
+	case errors.Is(err, intentlog.ErrLeadershipLost):
+		return fmt.Errorf("%w: %w", raft.ErrLeadershipLost, err)
+	}
+	return err
 }
 
 // applyOnLeader is the Cluster's ApplyFunc: a Raft barrier for a barrier request,
@@ -133,13 +153,8 @@ func (n *Node) applyOnLeader(ctx context.Context, b []byte) ([]byte, error) {
 	} else {
 		out, err = n.log.ApplyEncoded(ctx, b)
 	}
-	switch {
-	case err == nil:
-		return out, nil
-	case errors.Is(err, intentlog.ErrNotLeader):
-		return nil, fmt.Errorf("%w: %w", transport.ErrNotLeader, err)
-	case errors.Is(err, intentlog.ErrLeadershipLost):
-		return nil, fmt.Errorf("%w: %w", raft.ErrLeadershipLost, err)
+	if err != nil {
+		return nil, leaderErr(err)
 	}
-	return nil, err
+	return out, nil
 }

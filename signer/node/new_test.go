@@ -1,0 +1,138 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/batonhq/baton/internal/testutil"
+	"github.com/batonhq/baton/signer/chain"
+	"github.com/batonhq/baton/transport"
+)
+
+// memNet is an in-process Network over a registry of the devices' handlers: what a
+// simulator supplies in place of libp2p.
+type memNet struct {
+	mu       sync.Mutex
+	handlers map[string]Handlers
+	rafts    map[string]*raft.Raft
+}
+
+type memEnd struct {
+	net *memNet
+	id  string
+}
+
+func (m *memNet) part(id string) func(*raft.Raft, Handlers) (Network, error) {
+	return func(r *raft.Raft, h Handlers) (Network, error) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.handlers[id], m.rafts[id] = h, r
+		return &memEnd{net: m, id: id}, nil
+	}
+}
+
+// leader returns the handlers of the device this one believes leads.
+func (e *memEnd) leader() (Handlers, error) {
+	e.net.mu.Lock()
+	defer e.net.mu.Unlock()
+	_, lid := e.net.rafts[e.id].LeaderWithID()
+	h, ok := e.net.handlers[string(lid)]
+	if lid == "" || !ok {
+		return Handlers{}, transport.ErrNoLeader
+	}
+	return h, nil
+}
+
+func (e *memEnd) Propose(ctx context.Context, entry []byte) ([]byte, error) {
+	for {
+		h, err := e.leader()
+		if err == nil {
+			return h.Apply(ctx, entry)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w", err, ctx.Err())
+		case <-time.After(5 * time.Millisecond): // no leader yet: the retry delay of a forward
+		}
+	}
+}
+
+func (e *memEnd) Barrier(ctx context.Context) (uint64, error) {
+	h, err := e.leader()
+	if err != nil {
+		return 0, err
+	}
+	return h.Barrier(ctx)
+}
+
+func (e *memEnd) Close() error {
+	e.net.mu.Lock()
+	defer e.net.mu.Unlock()
+	delete(e.net.handlers, e.id)
+	return nil
+}
+
+// TestNewOverAnotherNetwork: three nodes assembled by New over Raft's in-memory
+// transport and an in-process Network elect a holder and sign submissions made on
+// every device into one chain.
+func TestNewOverAnotherNetwork(t *testing.T) {
+	key := testutil.Key(t, 7)
+	mn := &memNet{handlers: map[string]Handlers{}, rafts: map[string]*raft.Raft{}}
+	ids := []string{"dev-a", "dev-b", "dev-c"}
+	var servers []raft.Server
+	trans := map[string]*raft.InmemTransport{}
+	for _, id := range ids {
+		_, trans[id] = raft.NewInmemTransport(raft.ServerAddress(id))
+		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(id)})
+	}
+	for _, a := range ids {
+		for _, b := range ids {
+			trans[a].Connect(raft.ServerAddress(b), trans[b])
+		}
+	}
+	var nodes []*Node
+	for _, id := range ids {
+		cfg := Config{DataDir: t.TempDir(), ChainKey: key, Bootstrap: true, TTL: nodeTTL, Tick: nodeTick,
+			Logger: testutil.Logger(t), Raft: testutil.FastRaft}
+		n, err := New(cfg, Parts{ID: id, Raft: trans[id], Net: mn.part(id), Servers: servers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Kill() })
+		nodes = append(nodes, n)
+	}
+	testutil.WaitFor(t, 10*time.Second, "a holder", func() bool { return holderOf(nodes...) != nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var last uint64
+	for i, n := range nodes {
+		r, err := n.Submit(ctx, testutil.Put(fmt.Sprintf("new-%d", i)), WaitSigned)
+		if err != nil {
+			t.Fatalf("submit on %s: %v", n.ID(), err)
+		}
+		last = max(last, r.Seq)
+	}
+	testutil.WaitFor(t, 10*time.Second, "every replica at the last seq", func() bool {
+		for _, n := range nodes {
+			if n.State().Head.Seq < last {
+				return false
+			}
+		}
+		return true
+	})
+	raws := chainOfNode(t, nodes[0])
+	if err := chain.VerifyChain(raws, key.DID()); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(opIDs(t, raws)); got != 3 {
+		t.Fatalf("%d ops in the chain, want 3", got)
+	}
+	if _, err := nodes[0].Members(); err == nil {
+		t.Fatal("Members on a node without libp2p membership")
+	}
+}
