@@ -331,6 +331,32 @@ func (l *Lease) Claim(ctx context.Context) (uint64, error) {
 	return l.finishClaim(ctx, "claim", e, res, err)
 }
 
+// Bump claims epoch+1 over this device's own hold, without letting the lease go: a
+// compare-and-set on the record it holds, like any claim. The signer calls it after
+// one of its commits was refused, so that it never signs a second commit for a (seq,
+// epoch) it has signed already, and so that no copy of a commit signed under the old
+// epoch can apply any more. Like Claim it waits for the local apply and returns the
+// new epoch. ErrNotHolder when this device does not hold the lease (and may sign).
+func (l *Lease) Bump(ctx context.Context) (uint64, error) {
+	if err := l.lockWrites(ctx); err != nil {
+		return 0, fmt.Errorf("bump: %w", err)
+	}
+	defer l.unlockWrites()
+
+	l.mu.Lock()
+	d, v := l.refreshLocked()
+	if !d.Holding() {
+		l.mu.Unlock()
+		return 0, fmt.Errorf("bump: %w", ErrNotHolder)
+	}
+	e := l.claimEntryLocked(v.Lease, "")
+	l.stats.ClaimsProposed++
+	l.mu.Unlock()
+
+	res, err := l.log.Propose(ctx, e)
+	return l.finishClaim(ctx, "bump", e, res, err)
+}
+
 // Steal is the operator's override for a wedged holder: a forced claim at epoch+1
 // whatever the lease's liveness (the apply records the prior holder and the reason in
 // the lease history; its commit fencing keeps the chain fork-free). reason must not be

@@ -913,3 +913,28 @@ func TestStandoffEndsWhenAnotherClaims(t *testing.T) {
 		t.Fatalf("a after b's release: held %v err %v epoch %d, want a hold at epoch 3", held, err, a.l.Epoch())
 	}
 }
+
+// Bump moves this device's own hold to the next epoch (a CAS claim on its record):
+// the old hold ends, a new one starts at epoch+1; a non-holder cannot bump.
+func TestBumpMovesOwnHoldToNextEpoch(t *testing.T) {
+	c := newCluster("a", "b")
+	a, b := newDev(t, c, "a"), newDev(t, c, "b")
+	if _, err := a.l.Bump(ctxT(t)); !errors.Is(err, ErrNotHolder) {
+		t.Fatalf("bump without the lease: %v", err)
+	}
+	mustClaim(t, a)
+	lost := a.l.Lost()
+	e, err := a.l.Bump(ctxT(t))
+	if err != nil || e != 2 {
+		t.Fatalf("bump: epoch %d, %v", e, err)
+	}
+	if !closed(lost) || !a.l.Holds() || a.l.Epoch() != 2 || closed(a.l.Lost()) {
+		t.Fatal("after bump: want the epoch-1 hold ended and a new hold at epoch 2")
+	}
+	if cur := b.l.Current(); cur.Holder != "a" || cur.Epoch != 2 {
+		t.Fatalf("b sees %+v", cur)
+	}
+	if _, err := b.l.Bump(ctxT(t)); !errors.Is(err, ErrNotHolder) {
+		t.Fatalf("bump by another device: %v", err)
+	}
+}

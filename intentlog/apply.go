@@ -285,45 +285,77 @@ func (a *applier) commit(idx uint64, e CommitEntry) Result {
 		return a.reject(idx, ReasonBadPrev)
 	case info.Seq != h.Seq+1:
 		return a.reject(idx, ReasonBadSeq)
-	case len(info.Ops) == 0 || uint64(len(info.Ops)) > a.m.PendCount:
+	case len(info.Ops) == 0:
 		return a.reject(idx, ReasonBadOps)
 	}
-	// Compare with the oldest pending intents before changing anything.
+	// Its ops are first the oldest pending intents it names, in queue order (an op
+	// whose ID is the next pending intent's must equal it), then the ops it carries
+	// itself: valid, not remembered (which covers every pending ID), not repeated.
 	pend := a.tx.Bucket(bPending)
 	c := pend.Cursor()
 	k, v := c.First()
-	for i, op := range info.Ops {
+	named := 0
+	for named < len(info.Ops) && uint64(named) < a.m.PendCount {
 		if k == nil {
-			panic(fmt.Sprintf("intentlog: pending count %d but queue ends at %d", a.m.PendCount, i))
+			panic(fmt.Sprintf("intentlog: pending count %d but queue ends at %d", a.m.PendCount, named))
 		}
 		in, err := decodeIntentValue(v)
 		if err != nil {
 			panic(fmt.Sprintf("intentlog: corrupt pending intent %x: %v", k, err))
 		}
-		if op.ID != in.ID || op.Op != in.Op || op.Path != in.Path || !bytes.Equal(op.Value, in.Value) {
+		op := info.Ops[named]
+		if op.ID != in.ID {
+			break
+		}
+		if op.Op != in.Op || op.Path != in.Path || !bytes.Equal(op.Value, in.Value) {
 			return a.reject(idx, ReasonBadOps)
 		}
+		named++
 		k, v = c.Next()
+	}
+	carried := info.Ops[named:]
+	for i, op := range carried {
+		if validateIntent(op) != "" || (op.Op == OpPut && op.Value == nil) {
+			return a.reject(idx, ReasonBadOps)
+		}
+		if _, ok := a.dedupeGet(op.ID); ok {
+			return a.reject(idx, ReasonDuplicateOp)
+		}
+		for _, prev := range carried[:i] {
+			if prev.ID == op.ID {
+				return a.reject(idx, ReasonDuplicateOp)
+			}
+		}
 	}
 	// Accepted: dequeue, update records and dedupe, extend the chain.
 	seq := info.Seq
 	recs := pend.Tx().Bucket(bRecords)
-	for range info.Ops {
-		_, v := c.First()
-		in, _ := decodeIntentValue(v) // decoded once above already
-		must(c.Delete())
-		a.m.PendCount--
-		a.m.PendBytes -= uint64(len(in.Path) + len(in.Value))
+	write := func(in Intent) {
 		switch in.Op {
 		case OpPut:
 			must(recs.Put([]byte(in.Path), nonNil(in.Value)))
 		case OpDel:
 			must(recs.Delete([]byte(in.Path)))
 		}
+	}
+	for range named {
+		_, v := c.First()
+		in, _ := decodeIntentValue(v) // decoded once above already
+		must(c.Delete())
+		a.m.PendCount--
+		a.m.PendBytes -= uint64(len(in.Path) + len(in.Value))
+		write(in)
 		if d, ok := a.dedupeGet(in.ID); ok && d.Index > 0 {
 			d.Seq = seq
 			must(a.tx.Bucket(bDedupe).Put([]byte(in.ID), d.encode()))
 		}
+	}
+	for _, op := range carried {
+		write(op)
+		a.dedupePut(op.ID, idx)
+		d, _ := a.dedupeGet(op.ID)
+		d.Seq = seq
+		must(a.tx.Bucket(bDedupe).Put([]byte(op.ID), d.encode()))
 	}
 	must(a.tx.Bucket(bChain).Put(u64key(seq), e.Raw))
 	a.m.Head = Head{Seq: seq, Hash: sha256.Sum256(e.Raw), Epoch: info.Epoch, Signer: info.Signer}

@@ -141,15 +141,25 @@ func TestApplyRejects(t *testing.T) {
 		{"commit no ops", heldWithPending, func(h *harness) Entry {
 			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = nil })}
 		}, ReasonBadOps},
-		{"commit more ops than pending", heldWithPending, func(h *harness) Entry {
-			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = append(c.Ops, put("i9", "c/9", "")) })}
-		}, ReasonBadOps},
+		{"commit carries a pending id twice", heldWithPending, func(h *harness) Entry {
+			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = append(c.Ops, c.Ops[0]) })}
+		}, ReasonDuplicateOp},
 		{"commit ops out of order", heldWithPending, func(h *harness) Entry {
+			// The second pending intent first: it is then a carried op whose ID is
+			// remembered (pending).
 			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops[0], c.Ops[1] = c.Ops[1], c.Ops[0] })}
-		}, ReasonBadOps},
+		}, ReasonDuplicateOp},
 		{"commit skips oldest", heldWithPending, func(h *harness) Entry {
 			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = c.Ops[1:] })}
+		}, ReasonDuplicateOp},
+		{"commit carries an invalid op", heldWithPending, func(h *harness) Entry {
+			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = append(c.Ops, put("i9", "nopath", "x")) })}
 		}, ReasonBadOps},
+		{"commit carries an id twice", heldWithPending, func(h *harness) Entry {
+			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) {
+				c.Ops = append(c.Ops, put("i9", "c/9", "a"), put("i9", "c/9", "b"))
+			})}
+		}, ReasonDuplicateOp},
 		{"commit changed value", heldWithPending, func(h *harness) Entry {
 			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops[0].Value = []byte("v2") })}
 		}, ReasonBadOps},
@@ -160,8 +170,10 @@ func TestApplyRejects(t *testing.T) {
 			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops[1].Op = OpPut })}
 		}, ReasonBadOps},
 		{"commit changed id", heldWithPending, func(h *harness) Entry {
+			// Not the oldest pending ID: a carried op; the next op is then a carried
+			// op with a pending (remembered) ID.
 			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops[0].ID = "other" })}
-		}, ReasonBadOps},
+		}, ReasonDuplicateOp},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -481,5 +493,48 @@ func TestBacklogKeepsPendingIDsInDedupeWindow(t *testing.T) {
 	h.mustAccept(one(put("c", "c/3", "")))
 	if p := h.pending(); len(p) != 2 || p[0].ID != "b" || p[1].ID != "c" {
 		t.Fatalf("pending %+v", p)
+	}
+}
+
+// A commit may carry its own ops after the pending intents it names: one Raft round
+// per signed batch. Carried IDs enter the dedupe window with the commit's index and
+// seq; a carried ID the window remembers refuses the whole commit.
+func TestApplyCommitCarriesOps(t *testing.T) {
+	h := newHarness(t)
+	heldWithPending(h)
+	raw := commitRaw(h, func(c *testCommit) { c.Ops = append(c.Ops, put("n1", "c/n1", "x"), del("n2", "c/1")) })
+	res := h.apply(CommitEntry{Raw: raw})
+	if !res.Accepted || res.Head.Seq != 1 {
+		t.Fatalf("commit with carried ops: %+v", res)
+	}
+	commitIdx := h.idx
+	if v := h.f.View(); v.Pending != 0 || v.PendingBytes != 0 {
+		t.Fatalf("pending after the commit: %+v", v)
+	}
+	l := &Log{fsm: h.f}
+	if val, ok, _ := l.Record("c/n1"); !ok || string(val) != "x" {
+		t.Fatalf("carried put: %q %v", val, ok)
+	}
+	if _, ok, _ := l.Record("c/1"); ok {
+		t.Fatal("carried del after the pending put did not delete c/1 (op order)")
+	}
+	st, ok, err := l.IntentStatus("n1")
+	if err != nil || !ok || st.Seq != 1 || st.Index != commitIdx {
+		t.Fatalf("dedupe of a carried op: %+v %v %v", st, ok, err)
+	}
+	if d := h.apply(one(put("n1", "c/n1", "y"))).Intents[0]; !d.Duplicate || d.Seq != 1 {
+		t.Fatalf("retry of a carried op: %+v", d)
+	}
+	// Carrying an ID the window remembers: refused whole, nothing changes.
+	before := h.f.View()
+	rej := h.apply(CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = []Intent{put("n3", "c/3", "z"), put("n1", "c/n1", "again")} })})
+	if rej.Accepted || rej.Reason != ReasonDuplicateOp {
+		t.Fatalf("commit carrying a remembered id: %+v", rej)
+	}
+	if after := h.f.View(); after.Head != before.Head || after.Pending != before.Pending {
+		t.Fatalf("a refused commit changed the state: %+v -> %+v", before, after)
+	}
+	if _, ok, _ := l.IntentStatus("n3"); ok {
+		t.Fatal("a refused commit's op entered the dedupe window")
 	}
 }

@@ -132,7 +132,8 @@ const (
 	ReasonNotMember     Reason = "not_member"     // transfer target is not a Raft member
 	ReasonBadPrev       Reason = "bad_prev"       // commit prev != head hash
 	ReasonBadSeq        Reason = "bad_seq"        // commit seq != head seq + 1
-	ReasonBadOps        Reason = "bad_ops"        // commit ops != oldest pending intents
+	ReasonBadOps        Reason = "bad_ops"        // commit ops: a named pending intent differs, or a carried op is invalid
+	ReasonDuplicateOp   Reason = "duplicate_op"   // commit carries an op whose ID is remembered (or repeats one)
 	ReasonBadSignature  Reason = "bad_signature"  // verifier refused the commit
 	ReasonNoReason      Reason = "missing_reason" // forced claim without a reason
 	ReasonBadEntry      Reason = "bad_entry"      // fields out of range (e.g. ttl <= 0)

@@ -150,7 +150,11 @@ func TestLoopSignsWhenIntentsArriveNotOnTick(t *testing.T) {
 	}
 	waitFor(t, "all intents signed", func() bool {
 		v := h.log.View()
-		return v.Pending == 0 && v.Head.Seq > 0 && h.loop.Stats().CommitsAccepted == v.Head.Seq
+		ok := v.Pending == 0 && v.Head.Seq > 0 && h.loop.Stats().CommitsAccepted == v.Head.Seq
+		if !ok && testing.Verbose() {
+			t.Logf("view %+v stats %+v", v, h.loop.Stats())
+		}
+		return ok
 	})
 	if h.clock.Mono() != mono {
 		t.Fatal("clock moved: the test must not depend on ticks")
@@ -289,26 +293,37 @@ func TestLoopStepsDownOnRejectedEpoch(t *testing.T) {
 	}
 }
 
-func TestLoopRetriesOnStaleHead(t *testing.T) {
+// A refused commit is never followed by another commit for its (seq, epoch): the loop
+// moves to the next epoch first; a refusal right after a move waits for the tick (a
+// persistent refusal cannot flood the log with claims).
+func TestLoopRefusalMovesEpochAndBacksOff(t *testing.T) {
 	h := newHarness(t, nil)
 	h.lease.grant(t, 1)
-	var refused atomic.Bool
+	var refused atomic.Int32
 	h.log.setHook(func(ctx context.Context, e intentlog.Entry) (intentlog.Result, error, bool) {
-		if _, ok := e.(intentlog.CommitEntry); ok && refused.CompareAndSwap(false, true) {
+		if _, ok := e.(intentlog.CommitEntry); ok && refused.Add(1) <= 2 {
 			return intentlog.Result{Reason: intentlog.ReasonBadOps, Head: h.log.View().Head}, nil, true
 		}
 		return intentlog.Result{}, nil, false
 	})
 	h.start()
 	h.log.submit(t, intents(0, 1)...)
-	waitFor(t, "the refusal", func() bool { return h.loop.Stats().CommitsRejected == 1 })
-	// A refusal not explained by a stale view backs off to the tick, then retries.
-	if n := h.log.commitProposals(); n != 1 {
-		t.Fatalf("%d proposals right after a refusal, want 1 (back off)", n)
+	waitFor(t, "two refusals", func() bool { return h.loop.Stats().CommitsRejected == 2 })
+	parked(t, h.loop)
+	if n := h.log.commitProposals(); n != 2 || h.log.View().Lease.Epoch != 2 {
+		t.Fatalf("%d proposals at epoch %d after two refusals, want 2 at epoch 2 (the second move waits for the tick)",
+			n, h.log.View().Lease.Epoch)
 	}
 	h.tick()
 	waitFor(t, "signed after the back-off", func() bool { return h.log.View().Pending == 0 })
-	checkChain(t, h.key, h.log, 1)
+	cs := checkChain(t, h.key, h.log, 1)
+	if cs[0].Epoch != 3 {
+		t.Fatalf("signed under epoch %d, want 3", cs[0].Epoch)
+	}
+	noEquivocation(t, h.log)
+	if st := h.loop.Stats(); st.Bumps != 2 || st.SignedRefused != 2 {
+		t.Fatalf("stats %+v", st)
+	}
 }
 
 func TestLoopWedgedHolderReleases(t *testing.T) {

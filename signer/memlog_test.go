@@ -21,7 +21,7 @@ type memLog struct {
 	mu      sync.Mutex
 	view    intentlog.View
 	pending []intentlog.Intent
-	seen    map[string]bool
+	seen    map[string]intentlog.IntentResult // the dedupe window: what is remembered of each ID
 	chain   [][]byte
 	watch   chan struct{}
 	// proposedCommits is every CommitEntry handed to Propose, in order.
@@ -31,7 +31,7 @@ type memLog struct {
 }
 
 func newMemLog(chain string) *memLog {
-	return &memLog{verify: Verifier(chain), seen: map[string]bool{}, watch: make(chan struct{})}
+	return &memLog{verify: Verifier(chain), seen: map[string]intentlog.IntentResult{}, watch: make(chan struct{})}
 }
 
 var _ ChainLog = (*memLog)(nil)
@@ -74,6 +74,13 @@ func (m *memLog) Commit(seq uint64) ([]byte, error) {
 		return nil, intentlog.ErrNotFound
 	}
 	return m.chain[seq-1], nil
+}
+
+func (m *memLog) IntentStatus(id string) (intentlog.IntentResult, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.seen[id]
+	return r, ok, nil
 }
 
 func (m *memLog) chainCopy() [][]byte {
@@ -151,11 +158,12 @@ func (m *memLog) apply(e intentlog.Entry) intentlog.Result {
 	switch e := e.(type) {
 	case intentlog.IntentsEntry:
 		for _, in := range e.Intents {
-			if in.ID == "" || m.seen[in.ID] {
-				res.Intents = append(res.Intents, intentlog.IntentResult{ID: in.ID, Duplicate: m.seen[in.ID]})
+			if r, dup := m.seen[in.ID]; in.ID == "" || dup {
+				r.Duplicate = dup
+				res.Intents = append(res.Intents, r)
 				continue
 			}
-			m.seen[in.ID] = true
+			m.seen[in.ID] = intentlog.IntentResult{ID: in.ID, Accepted: true, Index: res.Index}
 			m.pending = append(m.pending, in)
 			m.view.Pending++
 			m.view.PendingBytes += int64(len(in.Path) + len(in.Value))
@@ -198,19 +206,36 @@ func (m *memLog) apply(e intentlog.Entry) intentlog.Result {
 			return reject(intentlog.ReasonBadPrev)
 		case info.Seq != h.Seq+1:
 			return reject(intentlog.ReasonBadSeq)
-		case len(info.Ops) == 0 || len(info.Ops) > len(m.pending):
+		case len(info.Ops) == 0:
 			return reject(intentlog.ReasonBadOps)
 		}
-		for i, op := range info.Ops {
-			p := m.pending[i]
-			if op.ID != p.ID || op.Op != p.Op || op.Path != p.Path || !bytes.Equal(op.Value, p.Value) {
+		// The oldest pending intents it names, in queue order, then the ops it
+		// carries (valid, not remembered, not repeated).
+		k := 0
+		for k < len(info.Ops) && k < len(m.pending) && info.Ops[k].ID == m.pending[k].ID {
+			op, p := info.Ops[k], m.pending[k]
+			if op.Op != p.Op || op.Path != p.Path || !bytes.Equal(op.Value, p.Value) {
 				return reject(intentlog.ReasonBadOps)
 			}
+			k++
 		}
-		for _, p := range m.pending[:len(info.Ops)] {
+		carried := map[string]bool{}
+		for _, op := range info.Ops[k:] {
+			if _, dup := m.seen[op.ID]; dup || carried[op.ID] {
+				return reject(reasonDuplicateOp)
+			}
+			carried[op.ID] = true
+		}
+		for _, p := range m.pending[:k] {
 			m.view.PendingBytes -= int64(len(p.Path) + len(p.Value))
+			r := m.seen[p.ID]
+			r.Seq = info.Seq
+			m.seen[p.ID] = r
 		}
-		m.pending = append([]intentlog.Intent(nil), m.pending[len(info.Ops):]...)
+		for _, op := range info.Ops[k:] {
+			m.seen[op.ID] = intentlog.IntentResult{ID: op.ID, Accepted: true, Index: res.Index, Seq: info.Seq}
+		}
+		m.pending = append([]intentlog.Intent(nil), m.pending[k:]...)
 		m.view.Pending = len(m.pending)
 		m.chain = append(m.chain, e.Raw)
 		m.view.Head = intentlog.Head{Seq: info.Seq, Hash: chain.Hash(e.Raw), Epoch: info.Epoch, Signer: info.Signer}
@@ -223,6 +248,9 @@ func (m *memLog) apply(e intentlog.Entry) intentlog.Result {
 	m.watch = make(chan struct{})
 	return res
 }
+
+// reasonDuplicateOp is the apply's refusal of a commit carrying an ID it remembers.
+const reasonDuplicateOp = intentlog.Reason("duplicate_op")
 
 // fakeLease is a Lease whose answers the test sets. grant and revoke also write the
 // memLog's lease record, so that the record and the lease agree unless a test makes
@@ -238,6 +266,7 @@ type fakeLease struct {
 	tickFn   func(ctx context.Context) (bool, error)
 	ticks    int
 	releases int
+	bumps    int
 	// failReleases makes the next n releases fail without ending the hold (a Lease
 	// that breaks the contract: the loop must retry).
 	failReleases int
@@ -316,6 +345,28 @@ func (f *fakeLease) Release(ctx context.Context) error {
 		return errors.New("fake: release rejected: " + string(res.Reason))
 	}
 	return nil
+}
+
+// Bump claims epoch+1 over this device's own hold (election.Lease.Bump).
+func (f *fakeLease) Bump(ctx context.Context) (uint64, error) {
+	f.mu.Lock()
+	held, epoch := f.holds, f.epoch
+	f.mu.Unlock()
+	if !held {
+		return 0, errors.New("fake: not holding")
+	}
+	res, err := f.log.Propose(ctx, intentlog.ClaimEntry{Holder: f.self, Epoch: epoch + 1, PrevEpoch: epoch, TS: 1, TTL: 15000})
+	if err != nil {
+		return 0, err
+	}
+	if !res.Accepted {
+		return 0, errors.New("fake: bump rejected: " + string(res.Reason))
+	}
+	f.mu.Lock()
+	f.epoch = epoch + 1
+	f.bumps++
+	f.mu.Unlock()
+	return epoch + 1, nil
 }
 
 func (f *fakeLease) counts() (ticks, releases int) {

@@ -70,6 +70,16 @@ func (e *memEnd) Barrier(ctx context.Context) (uint64, error) {
 	return h.Barrier(ctx)
 }
 
+func (e *memEnd) Call(ctx context.Context, to string, payload []byte) ([]byte, error) {
+	e.net.mu.Lock()
+	h, ok := e.net.handlers[to]
+	e.net.mu.Unlock()
+	if !ok {
+		return nil, transport.ErrUnreachable
+	}
+	return h.Call(ctx, e.id, payload)
+}
+
 func (e *memEnd) Close() error {
 	e.net.mu.Lock()
 	defer e.net.mu.Unlock()

@@ -185,6 +185,9 @@ type Network interface {
 	Propose(ctx context.Context, entry []byte) ([]byte, error)
 	// Barrier returns the leader's applied index after a Raft barrier.
 	Barrier(ctx context.Context) (uint64, error)
+	// Call sends a request to one member (by ID), which answers through its
+	// Handlers.Call. The caller's ctx bounds it.
+	Call(ctx context.Context, to string, payload []byte) ([]byte, error)
 	// Close stops serving and sending; in-flight calls fail.
 	Close() error
 }
@@ -195,6 +198,8 @@ type Handlers struct {
 	Apply func(ctx context.Context, entry []byte) ([]byte, error)
 	// Barrier runs on the leader: a Raft barrier, answering the applied index.
 	Barrier func(ctx context.Context) (uint64, error)
+	// Call answers another member's Network.Call.
+	Call func(ctx context.Context, from string, payload []byte) ([]byte, error)
 }
 
 // Parts are what New needs besides the Config: this device's ID (its Raft server ID and
@@ -266,7 +271,7 @@ func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err er
 		return nil, fmt.Errorf("intent log: %w", err)
 	}
 	closers = append(closers, n.log.Close)
-	n.net, err = parts.Net(n.log.Raft(), Handlers{Apply: n.applyOnLeader, Barrier: n.barrierOnLeader})
+	n.net, err = parts.Net(n.log.Raft(), Handlers{Apply: n.applyOnLeader, Barrier: n.barrierOnLeader, Call: n.handleCall})
 	if err != nil {
 		return nil, fmt.Errorf("network: %w", err)
 	}
@@ -284,10 +289,6 @@ func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err er
 		if err != nil {
 			return nil, err
 		}
-		// Pipelining: the loop signs an intents entry as soon as this node's Raft has
-		// queued it (proposer.Inflight), so the commit follows it in the same round.
-		n.prop.flight = n.batch.inflight
-		n.batch.wake = n.loop.Wake
 	}
 	return n, nil
 }
@@ -334,6 +335,11 @@ func (c clusterNet) Barrier(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("barrier answer of %d bytes", len(out))
 	}
 	return binary.BigEndian.Uint64(out), nil
+}
+
+// Call is not offered by this transport yet: submissions go through the log.
+func (c clusterNet) Call(ctx context.Context, to string, payload []byte) ([]byte, error) {
+	return nil, ErrUnsupported
 }
 
 func (c clusterNet) Close() error { return c.c.Close() }

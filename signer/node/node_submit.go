@@ -3,11 +3,14 @@ package node
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/signer"
 	"github.com/batonhq/baton/signer/chain"
 )
 
@@ -73,12 +76,17 @@ func ValidateIntent(in *intentlog.Intent) error {
 	return nil
 }
 
-// Submit proposes one intent. Concurrent submissions share Raft entries (group
-// commit). The same ID again returns the original result (Duplicate set). With
-// WaitSigned it returns once the commit containing the intent is applied locally.
-// Without a deadline on ctx, DefaultSubmitTimeout applies. An error after the intent
-// left this node (ErrTimeout, ErrNoQuorum) means the outcome is unknown: submit the
-// same ID again to learn it.
+// Submit submits one intent and returns once it is in the log (WaitCommitted) or
+// signed and applied locally (WaitSigned). The same ID again returns the original
+// result (Duplicate set). Without a deadline on ctx, DefaultSubmitTimeout applies.
+//
+// The route: on the lease holder the signer loop takes it into its next commit (one
+// Raft round: accepted and signed together); elsewhere it is forwarded to the holder
+// while one is known and live; when no holder can take it (a failover, a holder that
+// does not answer within ForwardTimeout) it goes into the log as an intents entry,
+// durable at once and signed by the next holder. An error after the intent left this
+// node (ErrTimeout, ErrNoQuorum) means the outcome is unknown: submit the same ID
+// again to learn it.
 func (n *Node) Submit(ctx context.Context, in intentlog.Intent, wait Wait) (SubmitResult, error) {
 	if err := ValidateIntent(&in); err != nil {
 		return SubmitResult{}, err
@@ -88,53 +96,175 @@ func (n *Node) Submit(ctx context.Context, in intentlog.Intent, wait Wait) (Subm
 		ctx, cancel = context.WithTimeout(ctx, DefaultSubmitTimeout)
 		defer cancel()
 	}
-	start := time.Now()
-	timed := n.metrics.track(in.ID, start)
-	untrack := func() {
-		if timed {
-			n.metrics.untrack(in.ID)
+	timed := n.metrics.track(in.ID, time.Now())
+	out, err := n.submit(ctx, in)
+	if timed && (err != nil || out.Duplicate) {
+		n.metrics.untrack(in.ID) // no commit of this submission will be timed
+	}
+	if err != nil {
+		return SubmitResult{}, fmt.Errorf("submit %q: %w", in.ID, err)
+	}
+	if out.Seq == 0 && wait != WaitSigned {
+		return out, nil
+	}
+	if out.Seq == 0 {
+		seq, hash, err := n.waitSigned(ctx, out.ID)
+		if err != nil {
+			return out, err
+		}
+		out.Seq, out.Hash = seq, hash
+		return out, nil
+	}
+	if wait == WaitSigned {
+		if err := n.waitHead(ctx, out.Seq); err != nil {
+			return out, fmt.Errorf("wait signed %q: %w", in.ID, err)
 		}
 	}
-	s := &submission{in: intentlog.Intent{ID: in.ID, Op: in.Op, Path: in.Path, Value: in.Value}, done: make(chan struct{})}
+	if out.Hash == "" {
+		out.Hash = n.commitHash(out.Seq)
+	}
+	return out, nil
+}
+
+// submit routes a validated intent (see Submit) and returns its result: signed (Seq
+// set) or in the log's pending queue (Seq 0).
+func (n *Node) submit(ctx context.Context, in intentlog.Intent) (SubmitResult, error) {
+	if st, ok, err := n.log.IntentStatus(in.ID); err != nil {
+		return SubmitResult{}, err
+	} else if ok {
+		// A retry this replica can answer.
+		return SubmitResult{ID: in.ID, Index: st.Index, Seq: st.Seq, Duplicate: true}, nil
+	}
+	for attempt := 0; attempt < 3; attempt++ {
+		if n.loop != nil {
+			out, err, done := n.viaLoop(ctx, in)
+			if done {
+				return out, err
+			}
+		}
+		holder := n.forwardTarget()
+		if holder == "" {
+			break
+		}
+		out, err := n.forward(ctx, holder, in)
+		switch {
+		case err == nil:
+			return out, nil
+		case ctx.Err() != nil:
+			return SubmitResult{}, ErrTimeout
+		case errors.Is(err, signer.ErrNotHolder):
+			continue // the lease moved meanwhile: look again
+		}
+		n.logger.Debug("forward to the holder failed; submitting through the log", "holder", shortID(holder), "id", in.ID, "err", err)
+		break
+	}
+	return n.viaLog(ctx, in)
+}
+
+// viaLoop hands in to this device's signer loop if it holds the lease. done is false
+// when it does not (or the hold ended before in was signed): route elsewhere.
+func (n *Node) viaLoop(ctx context.Context, in intentlog.Intent) (SubmitResult, error, bool) {
+	t, err := n.loop.Add(in)
+	switch {
+	case errors.Is(err, signer.ErrNotHolder):
+		return SubmitResult{}, nil, false
+	case errors.Is(err, signer.ErrBacklog):
+		return SubmitResult{}, fmt.Errorf("%w: %w", ErrBacklog, err), true
+	case err != nil:
+		return SubmitResult{}, err, true
+	}
+	select {
+	case <-t.Done():
+	case <-ctx.Done():
+		return SubmitResult{}, n.unknownOutcome(), true
+	case <-n.ctx.Done():
+		return SubmitResult{}, ErrStopped, true
+	}
+	o := t.Outcome()
+	switch {
+	case errors.Is(o.Err, signer.ErrNotHolder):
+		return SubmitResult{}, nil, false
+	case errors.Is(o.Err, signer.ErrStopped):
+		return SubmitResult{}, ErrStopped, true
+	case o.Err != nil:
+		return SubmitResult{}, o.Err, true
+	}
+	return outcomeResult(in.ID, o), nil, true
+}
+
+// unknownOutcome is the error for a submission whose commit is proposed but not
+// answered when the caller gives up: ErrNoQuorum while no Raft leader is known,
+// ErrTimeout otherwise. Either way the outcome is unknown (resubmit the same ID).
+func (n *Node) unknownOutcome() error {
+	if _, id := n.log.Leader(); id == "" {
+		return ErrNoQuorum
+	}
+	return ErrTimeout
+}
+
+func outcomeResult(id string, o signer.Outcome) SubmitResult {
+	r := SubmitResult{ID: id, Index: o.Index, Seq: o.Seq, Duplicate: o.Duplicate}
+	if o.Seq > 0 && o.Hash != ([chain.HashSize]byte{}) {
+		r.Hash = hex.EncodeToString(o.Hash[:])
+	}
+	return r
+}
+
+// forwardTarget is the lease holder to forward to: another device holding a lease
+// that this device's policy sees as live; "" when there is none (vacant, released,
+// lapsed, or this device's own record).
+func (n *Node) forwardTarget() string {
+	d := n.lease.Decide()
+	rec := n.log.View().Lease
+	if rec.Holder == "" || rec.Holder == n.id {
+		return ""
+	}
+	switch d.Why {
+	case election.WhyLive, election.WhySkew:
+		return rec.Holder
+	}
+	return ""
+}
+
+// viaLog submits in as (part of) an intents entry through the Raft leader.
+func (n *Node) viaLog(ctx context.Context, in intentlog.Intent) (SubmitResult, error) {
+	s := &submission{in: in, done: make(chan struct{})}
 	s.deadline, _ = ctx.Deadline()
 	if err := n.batch.submit(s); err != nil {
-		untrack()
 		return SubmitResult{}, err
 	}
 	select {
 	case <-s.done:
 	case <-ctx.Done():
-		return SubmitResult{}, fmt.Errorf("submit %q: %w", in.ID, ErrTimeout)
+		return SubmitResult{}, ErrTimeout
 	case <-n.ctx.Done():
 		return SubmitResult{}, ErrStopped
 	}
 	if s.err != nil {
-		untrack()
-		return SubmitResult{}, fmt.Errorf("submit %q: %w", in.ID, s.err)
+		return SubmitResult{}, s.err
 	}
 	r := s.res
-	if !r.Accepted || r.Seq > 0 {
-		untrack()
-	}
 	if !r.Accepted {
 		return SubmitResult{}, rejection(r)
 	}
-	out := SubmitResult{ID: r.ID, Index: r.Index, Seq: r.Seq, Duplicate: r.Duplicate}
-	if out.ID == "" {
-		out.ID = in.ID
-	}
-	if wait != WaitSigned {
-		if out.Seq > 0 {
-			out.Hash = n.commitHash(out.Seq)
+	return SubmitResult{ID: in.ID, Index: r.Index, Seq: r.Seq, Duplicate: r.Duplicate}, nil
+}
+
+// waitHead waits until the local replica's head is at seq or later.
+func (n *Node) waitHead(ctx context.Context, seq uint64) error {
+	for {
+		w := n.log.Watch()
+		if n.log.View().Head.Seq >= seq {
+			return nil
 		}
-		return out, nil
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return ErrTimeout
+		case <-n.ctx.Done():
+			return ErrStopped
+		}
 	}
-	seq, hash, err := n.waitSigned(ctx, out.ID)
-	if err != nil {
-		return out, err
-	}
-	out.Seq, out.Hash = seq, hash
-	return out, nil
 }
 
 func rejection(r intentlog.IntentResult) error {
@@ -238,12 +368,6 @@ type batcher struct {
 	running bool
 	closed  bool
 	entries uint64 // proposals made (for tests and metrics)
-	// flight is the entry in flight once this node's Raft has queued it (it leads
-	// Raft), until its proposal returns: the signer loop signs it without waiting for
-	// its apply (see inflight).
-	flight []intentlog.Intent
-	// wake is called when an entry is queued in Raft (the node wakes the loop).
-	wake func()
 }
 
 func newBatcher(n *Node) *batcher { return &batcher{n: n} }
@@ -260,20 +384,6 @@ func (b *batcher) submit(s *submission) error {
 		go b.run()
 	}
 	return nil
-}
-
-// inflight returns the intents of the entry this node has queued in its own Raft and
-// whose proposal has not returned yet (nil when none), in entry order.
-func (b *batcher) inflight() []intentlog.Intent {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.flight
-}
-
-func (b *batcher) setFlight(in []intentlog.Intent) {
-	b.mu.Lock()
-	b.flight = in
-	b.mu.Unlock()
 }
 
 func (b *batcher) entriesMade() uint64 {
@@ -335,14 +445,7 @@ func (b *batcher) run() {
 		// deadline.
 		deadline = deadline.Add(-min(100*time.Millisecond, time.Until(deadline)/10))
 		ctx, cancel := context.WithDeadline(b.n.ctx, deadline)
-		ctx = intentlog.WithEnqueued(ctx, func() {
-			b.setFlight(e.Intents)
-			if b.wake != nil {
-				b.wake()
-			}
-		})
 		res, err := b.n.prop.Propose(ctx, e)
-		b.setFlight(nil)
 		cancel()
 		if err == nil && len(res.Intents) != len(batch) {
 			err = fmt.Errorf("%w: %d results for %d intents", ErrInternal, len(res.Intents), len(batch))

@@ -24,8 +24,6 @@ type proposer struct {
 	net    Network
 	before func(context.Context, intentlog.Entry)
 	killed *atomic.Bool // the node's: set by Kill, read by every proposal
-	// flight is the batcher's inflight (nil on a node without a signer loop).
-	flight func() []intentlog.Intent
 }
 
 var (
@@ -49,22 +47,8 @@ func (p *proposer) Pending(maxCount int, maxBytes int64) ([]intentlog.Intent, er
 	return p.log.Pending(maxCount, maxBytes)
 }
 
-// Inflight implements the loop's inflightSource: the intents entry this node's Raft
-// has queued and whose apply this replica has not shown yet (its first intent is not
-// in the dedupe window). A repeated or refused intent makes the prediction wrong;
-// the apply then refuses the commit (bad_ops) and the loop signs on the applied state.
-func (p *proposer) Inflight() [][]intentlog.Intent {
-	if p.flight == nil {
-		return nil
-	}
-	in := p.flight()
-	if len(in) == 0 {
-		return nil
-	}
-	if _, ok, err := p.log.IntentStatus(in[0].ID); ok || err != nil {
-		return nil // applied already (or unreadable): nothing to predict
-	}
-	return [][]intentlog.Intent{in}
+func (p *proposer) IntentStatus(id string) (intentlog.IntentResult, bool, error) {
+	return p.log.IntentStatus(id)
 }
 
 func (p *proposer) Commit(seq uint64) ([]byte, error) { return p.log.Commit(seq) }
