@@ -163,7 +163,11 @@ func (c *cli) nodeConfig(f *runFlags, inv *invite) (node.Config, *device, error)
 			rc.LeaderLeaseTimeout = rt / 2
 		}
 	}
-	fresh := !exists(filepath.Join(d.dir, intentlog.RaftFile))
+	has, err := intentlog.HasState(d.dir)
+	if err != nil {
+		return node.Config{}, nil, err
+	}
+	fresh := !has
 	switch {
 	case inv == nil && *f.join != "" && looksLikeInvite(*f.join):
 		if inv, err = decodeInvite(*f.join); err != nil {
