@@ -42,6 +42,8 @@ var (
 	descHeadSeq     = prometheus.NewDesc("baton_chain_head_seq", "Seq of the applied chain head.", nil, nil)
 	descCommits     = prometheus.NewDesc("baton_commits_signed_total", "Commits this device signed that were applied.", nil, nil)
 	descCommitsRej  = prometheus.NewDesc("baton_commits_rejected_total", "Commits this device signed that the apply refused, by reason.", []string{"reason"}, nil)
+	descRefused     = prometheus.NewDesc("baton_commits_signed_refused_total", "Commits this device signed that will never apply (refused, or voided when the epoch moved on with them in flight); 0 in fault-free operation.", nil, nil)
+	descBumps       = prometheus.NewDesc("baton_lease_bumps_total", "Moves of this device's hold to the next epoch after a refused commit.", nil, nil)
 	descRejections  = prometheus.NewDesc("baton_apply_rejections_total", "Entries the local apply rejected, by reason.", []string{"reason"}, nil)
 	descPending     = prometheus.NewDesc("baton_pending_intents", "Intents accepted and not yet signed.", nil, nil)
 	descMembers     = prometheus.NewDesc("baton_members", "Raft members.", nil, nil)
@@ -105,6 +107,8 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	if n.loop != nil {
 		ls := n.loop.Stats()
 		c(descCommits, float64(ls.CommitsAccepted))
+		c(descRefused, float64(ls.SignedRefused))
+		c(descBumps, float64(ls.Bumps))
 		for r, v := range ls.Rejections {
 			c(descCommitsRej, float64(v), string(r))
 		}

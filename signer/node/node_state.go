@@ -61,15 +61,20 @@ type HeadState struct {
 
 // LoopSummary is the signer loop part of State.
 type LoopSummary struct {
-	CommitsAccepted uint64    `json:"commits_accepted"`
-	CommitsRejected uint64    `json:"commits_rejected"`
-	ProposeErrors   uint64    `json:"propose_errors"`
-	LastSigned      uint64    `json:"last_signed"`
-	LastError       string    `json:"last_error,omitempty"`
-	LastErrorAt     time.Time `json:"last_error_at,omitzero"`
-	LeaseClaims     uint64    `json:"lease_claims"`
-	LeaseRenews     uint64    `json:"lease_renews"`
-	LeaseLostRaces  uint64    `json:"lease_lost_races"`
+	CommitsSigned   uint64 `json:"commits_signed"`
+	CommitsAccepted uint64 `json:"commits_accepted"`
+	CommitsRejected uint64 `json:"commits_rejected"`
+	// SignedRefused counts commits this device signed that will never apply (0 in
+	// fault-free operation; under faults at most the commits in flight when a hold
+	// ended).
+	SignedRefused  uint64    `json:"signed_refused"`
+	ProposeErrors  uint64    `json:"propose_errors"`
+	LastSigned     uint64    `json:"last_signed"`
+	LastError      string    `json:"last_error,omitempty"`
+	LastErrorAt    time.Time `json:"last_error_at,omitzero"`
+	LeaseClaims    uint64    `json:"lease_claims"`
+	LeaseRenews    uint64    `json:"lease_renews"`
+	LeaseLostRaces uint64    `json:"lease_lost_races"`
 }
 
 // State returns the node's state. It never blocks on Raft.
@@ -108,6 +113,7 @@ func (n *Node) State() State {
 	st.SuspectedSkew = d.SuspectedSkew
 	if n.loop != nil {
 		ls := n.loop.Stats()
+		st.Loop.CommitsSigned, st.Loop.SignedRefused = ls.CommitsSigned, ls.SignedRefused
 		st.Loop.CommitsAccepted, st.Loop.CommitsRejected = ls.CommitsAccepted, ls.CommitsRejected
 		st.Loop.ProposeErrors, st.Loop.LastSigned = ls.ProposeErrors, ls.LastSigned
 		st.Loop.LastError, st.Loop.LastErrorAt = ls.LastError, ls.LastErrorAt
