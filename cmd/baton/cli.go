@@ -149,7 +149,8 @@ Commands:
 	}
 	fmt.Fprint(w, `
 Every flag can also be set in the environment as BATON_<FLAG> (dashes become
-underscores, e.g. BATON_DATA, BATON_API_TOKEN); a flag on the command line wins.
+underscores, e.g. BATON_DATA, BATON_LISTEN); a flag on the command line wins.
+BATON_API_TOKEN gives the bearer token of a TCP --api (secrets never go in argv).
 The data dir defaults to ~/.baton.
 
 Start here:

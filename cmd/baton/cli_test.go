@@ -104,8 +104,8 @@ func TestEnvFlags(t *testing.T) {
 	if code != 2 || !strings.Contains(errs, "BATON_NEW_CHAIN") {
 		t.Fatalf("bad env: %d %q", code, errs)
 	}
-	if envName("api-token") != "BATON_API_TOKEN" {
-		t.Fatal(envName("api-token"))
+	if envName("api-token-file") != "BATON_API_TOKEN_FILE" {
+		t.Fatal(envName("api-token-file"))
 	}
 }
 

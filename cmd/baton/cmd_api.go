@@ -25,16 +25,18 @@ import (
 
 // apiFlags are the flags of the commands that talk to a running node.
 type apiFlags struct {
-	data  *string
-	api   *string
-	token *string
+	data      *string
+	api       *string
+	tokenFile *string
+	getenv    func(string) string
 }
 
-func addAPIFlags(fs *flag.FlagSet) *apiFlags {
+func (c *cli) addAPIFlags(fs *flag.FlagSet) *apiFlags {
 	return &apiFlags{
-		data:  dataFlag(fs),
-		api:   fs.String("api", "", "the node's API: a Unix socket `path` or http://host:port (default DIR/baton.sock)"),
-		token: fs.String("api-token", "", "bearer `token` for a TCP API"),
+		data:      dataFlag(fs),
+		api:       fs.String("api", "", "the node's API: a Unix socket `path` or http://host:port (default DIR/baton.sock)"),
+		tokenFile: fs.String("api-token-file", "", "with a TCP --api: the bearer token `file` (default DIR/api.token; or set BATON_API_TOKEN)"),
+		getenv:    c.getenv,
 	}
 }
 
@@ -47,11 +49,40 @@ func (f *apiFlags) target() string {
 
 // client connects to the node's API; a bad --api value is a usage error.
 func (f *apiFlags) client() (*api.Client, error) {
-	cl, err := api.NewClient(f.target(), *f.token)
+	tok, err := f.token()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := api.NewClient(f.target(), tok)
 	if err != nil {
 		return nil, usagef("--api: %v", err)
 	}
 	return cl, nil
+}
+
+// token is the bearer token for a TCP --api: BATON_API_TOKEN, else the token file
+// (--api-token-file, or DIR/api.token when it exists). The socket needs none.
+func (f *apiFlags) token() (string, error) {
+	if !strings.HasPrefix(f.target(), "http") {
+		return "", nil
+	}
+	if f.getenv != nil {
+		if tok := f.getenv("BATON_API_TOKEN"); tok != "" {
+			return tok, nil
+		}
+	}
+	path := *f.tokenFile
+	if path == "" {
+		path = filepath.Join(*f.data, apiTokenFile)
+		if _, err := os.Stat(path); err != nil {
+			return "", nil // the server will answer unauthorized, with its message
+		}
+	}
+	tok, err := readToken(path)
+	if err != nil {
+		return "", usagef("--api-token-file: %v", err)
+	}
+	return tok, nil
 }
 
 // apiErr turns "no node listening" into advice; other errors pass through.
@@ -86,7 +117,7 @@ Examples:
 
 func cmdInvite(ctx context.Context, c *cli, args []string) error {
 	fs := c.flagSet("invite", inviteUsage)
-	f := addAPIFlags(fs)
+	f := c.addAPIFlags(fs)
 	ttl := fs.Duration("ttl", time.Hour, "how long the join token stays valid")
 	withKey := fs.Bool("with-chain-key", false, "include the chain key (the new device can sign)")
 	if err := c.parseNoArgs(fs, args); err != nil {
@@ -158,7 +189,7 @@ Example:
 
 func cmdLeave(ctx context.Context, c *cli, args []string) error {
 	fs := c.flagSet("leave", leaveUsage)
-	f := addAPIFlags(fs)
+	f := c.addAPIFlags(fs)
 	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
@@ -221,7 +252,7 @@ Examples:
 
 func cmdStatus(ctx context.Context, c *cli, args []string) error {
 	fs := c.flagSet("status", statusUsage)
-	f := addAPIFlags(fs)
+	f := c.addAPIFlags(fs)
 	asJSON := fs.Bool("json", false, "print the state as JSON (GET /v1/state)")
 	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
@@ -352,7 +383,7 @@ Examples:
 
 func cmdSubmit(ctx context.Context, c *cli, args []string) error {
 	fs := c.flagSet("submit", submitUsage)
-	f := addAPIFlags(fs)
+	f := c.addAPIFlags(fs)
 	id := fs.String("id", "", "intent `id` (idempotency key; default random)")
 	path := fs.String("path", "", "record `path` collection/key")
 	value := fs.String("value", "", "the record's new `value`")
@@ -473,7 +504,7 @@ func cmdExport(ctx context.Context, c *cli, args []string) error {
 
 func streamCommits(ctx context.Context, c *cli, name, usage string, args []string, follow bool) error {
 	fs := c.flagSet(name, usage)
-	f := addAPIFlags(fs)
+	f := c.addAPIFlags(fs)
 	from := fs.Uint64("from", 0, "first `seq` (tail: default the current head; export: default 1)")
 	asJSON := &[]bool{true}[0]
 	if follow {
@@ -568,7 +599,7 @@ func cmdLease(ctx context.Context, c *cli, args []string) error {
 		return flag.ErrHelp
 	}
 	fs := c.flagSet("lease "+sub, leaseUsage)
-	f := addAPIFlags(fs)
+	f := c.addAPIFlags(fs)
 	var to, reason *string
 	var asJSON *bool
 	switch sub {

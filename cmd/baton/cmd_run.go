@@ -53,34 +53,34 @@ Examples:
 
 // runFlags are the flags of run and join.
 type runFlags struct {
-	data        *string
-	listen      *string
-	apiAddr     *string
-	apiToken    *string
-	ttl         *time.Duration
-	tick        *time.Duration
-	bootstrap   *bool
-	join        *string
-	joinToken   *string
-	nonvoter    *bool
-	raftTimeout *time.Duration
-	logLevel    *string
-	logFormat   *string
+	data         *string
+	listen       *string
+	apiAddr      *string
+	apiTokenFile *string
+	ttl          *time.Duration
+	tick         *time.Duration
+	bootstrap    *bool
+	join         *string
+	joinToken    *string
+	nonvoter     *bool
+	raftTimeout  *time.Duration
+	logLevel     *string
+	logFormat    *string
 }
 
 func addRunFlags(fs *flag.FlagSet, withJoin bool) *runFlags {
 	f := &runFlags{
-		data:        dataFlag(fs),
-		listen:      fs.String("listen", strings.Join(transport.DefaultListenAddrs, ","), "libp2p TCP listen `multiaddrs`, comma-separated"),
-		apiAddr:     fs.String("api-addr", "", "also serve the API on this TCP `host:port` (loopback unless --api-token is set)"),
-		apiToken:    fs.String("api-token", "", "bearer `token` required on the TCP API"),
-		ttl:         fs.Duration("ttl", node.DefaultNodeTTL, "lease TTL of this device's claims"),
-		tick:        fs.Duration("tick", node.DefaultNodeTick, "signer loop tick (lease renewal cadence)"),
-		bootstrap:   fs.Bool("bootstrap", false, "bootstrap a new cluster on first start (implied for the device made with init --new-chain)"),
-		nonvoter:    fs.Bool("nonvoter", false, "join as a non-voter (a replica that does not count for quorum)"),
-		raftTimeout: fs.Duration("raft-timeout", 0, "Raft heartbeat and election timeout (0: raft's default, 1s); lower for a fast LAN or tests"),
-		logLevel:    fs.String("log-level", "info", "log `level`: debug, info, warn, error"),
-		logFormat:   fs.String("log-format", "text", "log `format`: text or json"),
+		data:         dataFlag(fs),
+		listen:       fs.String("listen", strings.Join(transport.DefaultListenAddrs, ","), "libp2p TCP listen `multiaddrs`, comma-separated"),
+		apiAddr:      fs.String("api-addr", "", "also serve the API on this TCP `host:port` (always with a bearer token)"),
+		apiTokenFile: fs.String("api-token-file", "", "the TCP API's bearer token `file` (default DIR/api.token, created 0600 when missing)"),
+		ttl:          fs.Duration("ttl", node.DefaultNodeTTL, "lease TTL of this device's claims"),
+		tick:         fs.Duration("tick", node.DefaultNodeTick, "signer loop tick (lease renewal cadence)"),
+		bootstrap:    fs.Bool("bootstrap", false, "bootstrap a new cluster on first start (implied for the device made with init --new-chain)"),
+		nonvoter:     fs.Bool("nonvoter", false, "join as a non-voter (a replica that does not count for quorum)"),
+		raftTimeout:  fs.Duration("raft-timeout", 0, "Raft heartbeat and election timeout (0: raft's default, 1s); lower for a fast LAN or tests"),
+		logLevel:     fs.String("log-level", "info", "log `level`: debug, info, warn, error"),
+		logFormat:    fs.String("log-format", "text", "log `format`: text or json"),
 	}
 	if withJoin {
 		f.join = fs.String("join", "", "join a cluster on first start: an `INVITE`, or member p2p multiaddrs (comma-separated, with --join-token)")
@@ -213,8 +213,23 @@ func (c *cli) runNode(ctx context.Context, f *runFlags, inv *invite) error {
 	if err != nil {
 		return err
 	}
-	acfg := api.Config{Socket: filepath.Join(cfg.DataDir, api.SocketFile), Addr: *f.apiAddr,
-		Token: *f.apiToken, Logger: cfg.Logger}
+	acfg := api.Config{Socket: filepath.Join(cfg.DataDir, api.SocketFile), Addr: *f.apiAddr, Logger: cfg.Logger}
+	if acfg.Addr != "" {
+		path := *f.apiTokenFile
+		if path == "" {
+			path = filepath.Join(cfg.DataDir, apiTokenFile)
+		}
+		tok, created, err := serverToken(path)
+		if err != nil {
+			return fmt.Errorf("api token: %w", err)
+		}
+		if created {
+			cfg.Logger.Info("made a bearer token for the TCP API", "file", path)
+		}
+		acfg.Token = tok
+	} else if *f.apiTokenFile != "" {
+		return usagef("--api-token-file goes with --api-addr")
+	}
 	if err := acfg.Validate(); err != nil {
 		return usagef("--api-addr: %v", err)
 	}

@@ -246,7 +246,7 @@ func TestE2ECluster(t *testing.T) {
 	}
 	apiAddr := apiLn.Addr().String()
 	apiLn.Close()
-	procs[0] = start(t, "b1", data[0], l1, append([]string{"run", "--data", data[0], "--listen", l1, "--api-addr", apiAddr, "--api-token", "s3cret"}, e2eFlags...)...)
+	procs[0] = start(t, "b1", data[0], l1, append([]string{"run", "--data", data[0], "--listen", l1, "--api-addr", apiAddr}, e2eFlags...)...)
 	eventually(t, 20*time.Second, "b1 to lead and hold the lease", func() (bool, string) {
 		st, err := state(data[0])
 		if err != nil {
@@ -255,12 +255,24 @@ func TestE2ECluster(t *testing.T) {
 		return st.Raft.Role == "Leader" && st.Lease.HeldByMe, fmt.Sprintf("%+v %+v", st.Raft, st.Lease)
 	})
 
-	// The TCP API needs the token (flag or BATON_API_TOKEN).
-	if out := mustBin(t, "status", "--api", "http://"+apiAddr, "--api-token", "s3cret", "--json"); !strings.Contains(out, `"held_by_me": true`) {
+	// The TCP API always needs a token: run made one in DIR/api.token (0600), which
+	// the CLI reads; without it, or with a wrong one, the node answers unauthorized.
+	tokFile := filepath.Join(data[0], "api.token")
+	if fi, err := os.Stat(tokFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("api token file: %v %v", fi, err)
+	}
+	if out := mustBin(t, "status", "--data", data[0], "--api", "http://"+apiAddr, "--json"); !strings.Contains(out, `"held_by_me": true`) {
 		t.Fatalf("status over TCP: %s", out)
 	}
-	if code, _, errs := bin(t, "", "status", "--api", "http://"+apiAddr, "--api-token", "wrong"); code != 1 || !strings.Contains(errs, "unauthorized") {
+	wrong := filepath.Join(t.TempDir(), "wrong.token")
+	if err := os.WriteFile(wrong, []byte("wrong-token-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := bin(t, "", "status", "--api", "http://"+apiAddr, "--api-token-file", wrong); code != 1 || !strings.Contains(errs, "unauthorized") {
 		t.Fatalf("wrong token: %d %q", code, errs)
+	}
+	if code, _, errs := bin(t, "", "status", "--api", "http://"+apiAddr, "--data", t.TempDir()); code != 1 || !strings.Contains(errs, "unauthorized") {
+		t.Fatalf("no token: %d %q", code, errs)
 	}
 
 	// Device 2: init --from an invite, then join with it. Device 3: join alone (it

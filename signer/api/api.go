@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -106,12 +107,16 @@ type Config struct {
 	// dead process is replaced, one a live process serves is refused with
 	// node.ErrSocketInUse). Empty: none.
 	Socket string
-	// Addr is an optional TCP listen address (host:port). It must be loopback unless
-	// Token is set.
+	// Addr is an optional TCP listen address (host:port). A TCP listener always
+	// requires Token: any local user can reach a loopback port.
 	Addr string
 	// Token is the bearer token required on the TCP listener (and accepted on the
-	// socket).
+	// socket). Required with Addr; at least MinTokenLen bytes.
 	Token string
+	// MaxConns bounds the open connections of each listener (the socket's and the
+	// TCP one's are counted apart, so TCP clients cannot starve the socket).
+	// Optional, default DefaultMaxConns.
+	MaxConns int
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -121,28 +126,25 @@ func (c *Config) Validate() error {
 	if c.Socket == "" && c.Addr == "" {
 		return fmt.Errorf("%w: api: neither a socket nor a TCP address", node.ErrBadConfig)
 	}
-	if c.Addr != "" && c.Token == "" {
-		if err := requireLoopback(c.Addr); err != nil {
-			return err
+	if c.Addr != "" {
+		if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+			return fmt.Errorf("%w: api address %q: %w", node.ErrBadConfig, c.Addr, err)
 		}
+		if c.Token == "" {
+			return fmt.Errorf("%w: the TCP api at %s needs a bearer token (any local user can reach a loopback port)", node.ErrBadConfig, c.Addr)
+		}
+	}
+	if c.Token != "" && len(c.Token) < MinTokenLen {
+		return fmt.Errorf("%w: api token of %d bytes, want at least %d", node.ErrBadConfig, len(c.Token), MinTokenLen)
+	}
+	if c.MaxConns < 0 {
+		return fmt.Errorf("%w: negative MaxConns", node.ErrBadConfig)
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = DefaultMaxConns
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
-	}
-	return nil
-}
-
-func requireLoopback(addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("%w: api address %q: %w", node.ErrBadConfig, addr, err)
-	}
-	if host == "localhost" {
-		return nil
-	}
-	ip := net.ParseIP(host)
-	if ip == nil || !ip.IsLoopback() {
-		return fmt.Errorf("%w: api address %q is not loopback; set a token to listen on it", node.ErrBadConfig, addr)
 	}
 	return nil
 }
@@ -236,11 +238,14 @@ func listenSocket(path string) (net.Listener, error) {
 }
 
 func (a *Server) serve(ln net.Listener, tcp bool) {
-	var h http.Handler = a.logRequests(a.mux)
+	var h http.Handler = a.logRequests(strictPaths(a.mux))
 	if token := a.cfg.Token; token != "" {
+		// Authenticate first: nothing of the body is read before the token checks.
 		h = requireToken(h, token, tcp)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
+	ln = limitListener(ln, a.cfg.MaxConns)
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: ReadHeaderTimeout, ReadTimeout: ReadTimeout,
+		WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout, MaxHeaderBytes: MaxHeaderBytes,
 		BaseContext: func(net.Listener) context.Context { return a.base }}
 	a.mu.Lock()
 	a.servers = append(a.servers, srv)
@@ -295,6 +300,9 @@ func requireToken(h http.Handler, token string, required bool) http.Handler {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		present := r.Header.Get("Authorization") != ""
 		if (required || present) && (!ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1) {
+			// Close the connection instead of draining an unread body: an
+			// unauthenticated client gets nothing read on its behalf.
+			w.Header().Set("Connection", "close")
 			writeError(w, fmt.Errorf("%w: missing or wrong bearer token", node.ErrUnauthorized))
 			return
 		}
@@ -330,7 +338,19 @@ func (a *Server) Close(ctx context.Context) {
 type handlers map[string]http.HandlerFunc
 
 func (a *Server) route(pattern string, hs handlers) {
+	a.routeQ(pattern, hs, false)
+}
+
+// routeQ registers hs for pattern; unless withQuery, a request with query
+// parameters is refused (the handlers of such endpoints check theirs with query).
+func (a *Server) routeQ(pattern string, hs handlers, withQuery bool) {
 	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if !withQuery && r.URL.RawQuery != "" {
+			if _, err := query(r); err != nil {
+				writeError(w, err)
+				return
+			}
+		}
 		h, ok := hs[r.Method]
 		if !ok && r.Method == http.MethodHead {
 			h, ok = hs[http.MethodGet]
@@ -349,11 +369,11 @@ func (a *Server) route(pattern string, hs handlers) {
 }
 
 func (a *Server) routes() {
-	a.route("/v1/intents", handlers{http.MethodPost: a.postIntent})
+	a.routeQ("/v1/intents", handlers{http.MethodPost: a.postIntent}, true)
 	a.route("/v1/state", handlers{http.MethodGet: a.getState})
-	a.route("/v1/records", handlers{http.MethodGet: a.getRecords})
+	a.routeQ("/v1/records", handlers{http.MethodGet: a.getRecords}, true)
 	a.route("/v1/records/{path...}", handlers{http.MethodGet: a.getRecord})
-	a.route("/v1/commits", handlers{http.MethodGet: a.getCommits})
+	a.routeQ("/v1/commits", handlers{http.MethodGet: a.getCommits}, true)
 	a.route("/v1/lease/release", handlers{http.MethodPost: a.postRelease})
 	a.route("/v1/lease/transfer", handlers{http.MethodPost: a.postTransfer})
 	a.route("/v1/lease/steal", handlers{http.MethodPost: a.postSteal})
@@ -363,7 +383,7 @@ func (a *Server) routes() {
 	a.route("/healthz", handlers{http.MethodGet: a.getHealth})
 	a.routeInvite() // POST /v1/join-window (api_invite.go)
 	metrics := promhttp.HandlerFor(a.n.Registry(), promhttp.HandlerOpts{})
-	a.route("/metrics", handlers{http.MethodGet: metrics.ServeHTTP})
+	a.routeQ("/metrics", handlers{http.MethodGet: metrics.ServeHTTP}, true)
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: no endpoint %s", node.ErrNotFound, r.URL.Path))
 	})
@@ -397,6 +417,11 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) err
 		}
 		return fmt.Errorf("%w: empty body", node.ErrBadRequest)
 	}
+	if !utf8.Valid(body) {
+		// encoding/json would replace invalid bytes by U+FFFD, so two distinct ids
+		// could collide: refuse instead.
+		return fmt.Errorf("%w: the body is not valid UTF-8", node.ErrBadRequest)
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -429,7 +454,11 @@ func parseOp(s string) (intentlog.Op, error) {
 // the apply would (ValidateIntent). Every error maps to a 4xx.
 func decodeIntent(w http.ResponseWriter, r *http.Request) (intentlog.Intent, node.Wait, error) {
 	var wait node.Wait
-	switch q := r.URL.Query().Get("wait"); q {
+	qs, err := query(r, "wait")
+	if err != nil {
+		return intentlog.Intent{}, 0, err
+	}
+	switch q := qs.Get("wait"); q {
 	case "", "committed":
 	case "signed":
 		wait = node.WaitSigned
@@ -489,7 +518,11 @@ func (a *Server) getRecord(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Server) getRecords(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
+	q, err := query(r, "prefix", "limit")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	limit := MaxRecordsLimit
 	if s := q.Get("limit"); s != "" {
 		l, err := strconv.Atoi(s)
@@ -517,7 +550,11 @@ func (a *Server) getRecords(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Server) getCommits(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
+	q, err := query(r, "from", "follow")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	var from uint64
 	if s := q.Get("from"); s != "" {
 		v, err := strconv.ParseUint(s, 10, 64)
@@ -546,7 +583,9 @@ func (a *Server) getCommits(w http.ResponseWriter, r *http.Request) {
 		flusher.Flush()
 	}
 	enc := json.NewEncoder(w)
+	rc := http.NewResponseController(w)
 	for c := range a.n.Commits(ctx, from, follow) {
+		_ = rc.SetWriteDeadline(time.Now().Add(writeSlice))
 		if c.Err != nil {
 			_ = enc.Encode(errorJSON{Error: CodeInternal, Message: c.Err.Error()})
 			return

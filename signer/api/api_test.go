@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -86,6 +87,8 @@ func otherPeerID(t *testing.T) string {
 	}
 	return id.String()
 }
+
+const testToken = "test-token-0123456789abcdef"
 
 // TestAPI exercises every endpoint of the local API on a single-device cluster over
 // its Unix socket, with the Go client and with raw requests.
@@ -394,10 +397,12 @@ func TestAPI(t *testing.T) {
 	})
 
 	t.Run("tcp", func(t *testing.T) {
-		if _, err := Start(n.Node, Config{Addr: "0.0.0.0:0"}); !errors.Is(err, node.ErrBadConfig) {
-			t.Fatalf("non-loopback TCP without token: %v", err)
+		for _, bad := range []Config{{Addr: "127.0.0.1:0"}, {Addr: "0.0.0.0:0"}, {Addr: "127.0.0.1:0", Token: "short"}, {Addr: "nonsense", Token: testToken}} {
+			if _, err := Start(n.Node, bad); !errors.Is(err, node.ErrBadConfig) {
+				t.Fatalf("TCP api %+v: %v", bad, err)
+			}
 		}
-		srv, err := Start(n.Node, Config{Addr: "127.0.0.1:0", Token: "s3cret"})
+		srv, err := Start(n.Node, Config{Addr: "127.0.0.1:0", Token: testToken})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -409,34 +414,95 @@ func TestAPI(t *testing.T) {
 		if err := noTok.Health(ctx); !errors.Is(err, node.ErrUnauthorized) {
 			t.Fatalf("without token: %v", err)
 		}
-		wrong, _ := NewClient("http://"+srv.Addr(), "wrong")
+		wrong, _ := NewClient("http://"+srv.Addr(), "wrong-token-0123456789")
 		if _, err := wrong.State(ctx); !errors.Is(err, node.ErrUnauthorized) {
 			t.Fatalf("wrong token: %v", err)
 		}
-		good, _ := NewClient("http://"+srv.Addr(), "s3cret")
+		good, _ := NewClient("http://"+srv.Addr()+"/", testToken)
 		if err := good.Health(ctx); err != nil {
 			t.Fatal(err)
-		}
-		// Loopback without a token: open.
-		lsrv, err := Start(n.Node, Config{Addr: "127.0.0.1:0"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer lsrv.Close(nil)
-		open, _ := NewClient("http://"+lsrv.Addr()+"/", "")
-		if err := open.Health(ctx); err != nil {
-			t.Fatalf("loopback without token: %v", err)
-		}
-		// Non-loopback with a token is allowed.
-		ok := Config{Addr: "0.0.0.0:0", Token: "tok"}
-		if err := ok.Validate(); err != nil {
-			t.Fatalf("non-loopback with token refused: %v", err)
 		}
 		if _, err := NewClient("", ""); !errors.Is(err, node.ErrBadRequest) {
 			t.Fatalf("empty target: %v", err)
 		}
 		if _, err := NewClient("http://", ""); !errors.Is(err, node.ErrBadRequest) {
 			t.Fatalf("bad url: %v", err)
+		}
+	})
+
+	t.Run("tcp_unauthenticated_body_never_read", func(t *testing.T) {
+		srv, err := Start(n.Node, Config{Addr: "127.0.0.1:0", Token: testToken})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close(nil)
+		c, err := net.Dial("tcp", srv.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		// Headers announce a large body; none of it is sent. The 401 must come at
+		// once and the connection close, not wait to drain the body.
+		fmt.Fprintf(c, "POST /v1/intents HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n")
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := io.ReadAll(c)
+		if err != nil {
+			t.Fatalf("reading the answer: %v (the server waited for the body)", err)
+		}
+		if !bytes.HasPrefix(resp, []byte("HTTP/1.1 401")) || !bytes.Contains(resp, []byte(`"unauthorized"`)) {
+			t.Fatalf("answer %q", resp)
+		}
+	})
+
+	t.Run("tcp_connection_limit_spares_the_socket", func(t *testing.T) {
+		srv, err := Start(n.Node, Config{Addr: "127.0.0.1:0", Token: testToken, MaxConns: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close(nil)
+		var conns []net.Conn
+		for range 20 { // idle connections that never send a request
+			c, err := net.Dial("tcp", srv.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, c)
+		}
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		// The Unix socket still answers at once.
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if err := c.Health(sctx); err != nil {
+			t.Fatalf("socket with the TCP listener full: %v", err)
+		}
+	})
+
+	t.Run("strict_queries_and_paths", func(t *testing.T) {
+		for _, tc := range []struct{ method, path, body string }{
+			{"POST", "/v1/intents?wait=%zz", `{"id":"q1","op":"put","path":"app.test/q1","value":"eA=="}`},
+			{"POST", "/v1/intents?wiat=signed", `{"id":"q2","op":"put","path":"app.test/q2","value":"eA=="}`},
+			{"POST", "/v1/intents?wait=signed&wait=committed", `{"id":"q3","op":"put","path":"app.test/q3","value":"eA=="}`},
+			{"GET", "/v1/state?verbose=1", ""},
+			{"GET", "/v1/commits?from=1&tail=1", ""},
+			{"GET", "/v1/records?prefix=a&sort=desc", ""},
+			{"GET", "/v1/records/app.test/../app.test/a-1", ""},
+			{"GET", "/v1/records/app.test/./a-1", ""},
+			{"GET", "/v1//state", ""},
+			{"GET", "/v1/records/app.test%2fa-1", ""},
+			{"POST", "/v1/intents", "{\"id\":\"bad\xff\",\"op\":\"put\",\"path\":\"app.test/x\",\"value\":\"eA==\"}"},
+		} {
+			before := fingerprintOf(t, n)
+			code, ej, body := doRaw(t, hc, tc.method, tc.path, tc.body)
+			if code != 400 || (ej.Error != CodeBadRequest && ej.Error != CodeBadPath) {
+				t.Errorf("%s %s: %d %s", tc.method, tc.path, code, body)
+			}
+			if after := fingerprintOf(t, n); !reflect.DeepEqual(before, after) {
+				t.Errorf("%s %s changed the state", tc.method, tc.path)
+			}
 		}
 	})
 

@@ -15,6 +15,12 @@ import (
 // benchCluster starts three nodes (one bootstraps, two join) and returns a follower
 // that does not hold the lease, so submissions are forwarded to the Raft leader.
 func benchCluster(b *testing.B) *Node {
+	_, f := benchNodes(b)
+	return f
+}
+
+// benchNodes starts three nodes and returns the lease holder and a follower.
+func benchNodes(b *testing.B) (holder, follower *Node) {
 	b.Helper()
 	psk, key, root := testutil.PSK(b), testutil.Key(b, 9), b.TempDir()
 	cfg := nodeConfig(b, filepath.Join(root, "0"), psk, key)
@@ -30,17 +36,47 @@ func benchCluster(b *testing.B) *Node {
 		nodes = append(nodes, startNode(b, cfg))
 	}
 	testutil.WaitFor(b, 10*time.Second, "a holder", func() bool { return holderOf(nodes...) != nil })
+	h := holderOf(nodes...)
 	for _, n := range nodes {
 		if !n.Holds() && n.State().Raft.Role != "Leader" {
-			return n
+			return h, n
 		}
 	}
 	for _, n := range nodes {
 		if !n.Holds() {
-			return n
+			return h, n
 		}
 	}
-	return nodes[1]
+	return h, nodes[1]
+}
+
+// BenchmarkHolderSubmit64 measures signed submissions on the lease holder (the
+// one-round commit path) with 64 concurrent callers.
+//
+//	go test ./signer/node -run '^$' -bench HolderSubmit64 -benchtime 20000x -cpuprofile cpu.out
+func BenchmarkHolderSubmit64(b *testing.B) {
+	h, _ := benchNodes(b)
+	var seq atomic.Int64
+	val := make([]byte, 200)
+	b.SetParallelism(64 / max(1, testingProcs()))
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			in := testutil.Put(fmt.Sprintf("h-%d", seq.Add(1)))
+			in.Value = val
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			if _, err := h.Submit(ctx, in, WaitSigned); err != nil {
+				cancel()
+				b.Error(err)
+				return
+			}
+			cancel()
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "intents/s")
+	st := h.loop.Stats()
+	b.ReportMetric(float64(b.N)/float64(max(1, st.CommitsAccepted)), "intents/commit")
 }
 
 // BenchmarkNodeSubmit measures Submit on a follower of a three-node libp2p cluster on
