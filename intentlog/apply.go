@@ -96,9 +96,9 @@ func (a *applier) intents(idx uint64, e IntentsEntry) Result {
 	res := Result{Index: idx, Intents: make([]IntentResult, 0, len(e.Intents))}
 	for _, in := range e.Intents {
 		ir := IntentResult{ID: in.ID}
-		if r := validateIntent(in); r != "" {
-			ir.Reason = r
-			a.countReject(r)
+		if e := validateIntent(in); e != nil {
+			ir.Reason = e.Reason
+			a.countReject(e.Reason)
 		} else if d, ok := a.dedupeGet(in.ID); ok {
 			ir = IntentResult{ID: in.ID, Accepted: true, Index: d.Index, Duplicate: true, Seq: d.Seq}
 		} else if a.m.PendCount >= a.dedupe {

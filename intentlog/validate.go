@@ -1,7 +1,9 @@
 package intentlog
 
 import (
+	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -24,39 +26,84 @@ const (
 	LeaseHistoryLen = 1024
 )
 
-// validateIntent checks one intent on its own and returns "" or why it is rejected.
-func validateIntent(in Intent) Reason {
-	switch {
-	case in.Op != OpPut && in.Op != OpDel:
-		return ReasonBadIntent
-	case in.ID == "" || !utf8.ValidString(in.ID):
-		return ReasonBadIntent
-	case len(in.ID) > MaxIDLen:
-		return ReasonTooLarge
-	case len(in.Path) > MaxPathLen:
-		return ReasonTooLarge
-	case !ValidPath(in.Path):
-		return ReasonBadPath
-	case len(in.Value) > MaxValueLen:
-		return ReasonTooLarge
-	case in.Op == OpDel && len(in.Value) > 0:
-		return ReasonBadIntent
+// IntentError says why an intent is invalid: Reason is the code the apply counts
+// (ReasonBadIntent, ReasonBadPath or ReasonTooLarge) and Msg a sentence for people.
+type IntentError struct {
+	Reason Reason
+	Msg    string
+}
+
+func (e *IntentError) Error() string { return e.Msg }
+
+func intentErr(r Reason, format string, args ...any) *IntentError {
+	return &IntentError{Reason: r, Msg: fmt.Sprintf(format, args...)}
+}
+
+// ValidateIntent checks one intent on its own, as the apply does: it returns nil or an
+// *IntentError. The API and the node call it too, so that a request is refused with
+// the same rule, reason and message the apply would use.
+func ValidateIntent(in Intent) error {
+	if e := validateIntent(in); e != nil {
+		return e
 	}
-	return ""
+	return nil
+}
+
+// validateIntent is ValidateIntent with a typed result (nil when valid).
+func validateIntent(in Intent) *IntentError {
+	if in.Op != OpPut && in.Op != OpDel {
+		return intentErr(ReasonBadIntent, "unknown op %d (want put or del)", uint8(in.Op))
+	}
+	if e := validateID(in.ID); e != nil {
+		return e
+	}
+	if len(in.Path) > MaxPathLen {
+		return intentErr(ReasonTooLarge, "path longer than %d bytes", MaxPathLen)
+	}
+	if !ValidPath(in.Path) {
+		return intentErr(ReasonBadPath, "path %q is not collection/rkey (printable ASCII, no spaces, no . or .. segments)", in.Path)
+	}
+	if len(in.Value) > MaxValueLen {
+		return intentErr(ReasonTooLarge, "value longer than %d bytes", MaxValueLen)
+	}
+	if in.Op == OpDel && len(in.Value) > 0 {
+		return intentErr(ReasonBadIntent, "value on a del (a del carries no value)")
+	}
+	return nil
+}
+
+func validateID(id string) *IntentError {
+	switch {
+	case id == "":
+		return intentErr(ReasonBadIntent, "id is empty")
+	case !utf8.ValidString(id): // before the length: the order of the checks is part of the apply
+		return intentErr(ReasonBadIntent, "id is not valid UTF-8")
+	case len(id) > MaxIDLen:
+		return intentErr(ReasonTooLarge, "id longer than %d bytes", MaxIDLen)
+	}
+	for i, r := range id {
+		if unicode.IsControl(r) {
+			return intentErr(ReasonBadIntent, "id contains control character %U at byte %d", r, i)
+		}
+	}
+	return nil
 }
 
 // ValidPath reports whether p is a record path: printable ASCII without spaces, at most
 // MaxPathLen bytes, made of at least two non-empty segments separated by '/'
-// ("collection/rkey"). Keys without '/' are reserved for the state machine.
+// ("collection/rkey"), none of them "." or "..". Keys without '/' are reserved for the
+// state machine.
 func ValidPath(p string) bool {
 	if len(p) < 3 || len(p) > MaxPathLen || !strings.Contains(p, "/") {
 		return false
 	}
-	if p[0] == '/' || p[len(p)-1] == '/' || strings.Contains(p, "//") {
-		return false
-	}
 	for i := 0; i < len(p); i++ {
 		if p[i] < 0x21 || p[i] > 0x7e {
+			return false
+		}
+	}
+	for seg := range strings.SplitSeq(p, "/") {
+		if seg == "" || seg == "." || seg == ".." {
 			return false
 		}
 	}
