@@ -7,6 +7,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/batonhq/baton/internal/knobs"
 )
 
 // applier applies a batch of Raft log entries inside one bbolt write transaction. It
@@ -15,6 +17,7 @@ import (
 type applier struct {
 	tx       *bolt.Tx
 	verify   CommitVerifier
+	knobs    knobs.Intentlog
 	dedupe   uint64 // window size
 	histMax  uint64
 	m        metaState
@@ -96,9 +99,9 @@ func (a *applier) intents(idx uint64, e IntentsEntry) Result {
 	res := Result{Index: idx, Intents: make([]IntentResult, 0, len(e.Intents))}
 	for _, in := range e.Intents {
 		ir := IntentResult{ID: in.ID}
-		if e := validateIntent(in); e != nil {
-			ir.Reason = e.Reason
-			a.countReject(e.Reason)
+		if r := a.validIntent(in, e.v1); r != "" {
+			ir.Reason = r
+			a.countReject(r)
 		} else if d, ok := a.dedupeGet(in.ID); ok {
 			ir = IntentResult{ID: in.ID, Accepted: true, Index: d.Index, Duplicate: true, Seq: d.Seq}
 		} else if a.m.PendCount >= a.dedupe {
@@ -130,6 +133,18 @@ func (a *applier) intents(idx uint64, e IntentsEntry) Result {
 	}
 	res.Lease, res.Head = a.m.Lease, a.m.Head
 	return res
+}
+
+// validIntent returns why in is refused ("" if valid): ValidateIntent's rule, or for
+// a version-1 entry the rule that version's apply had.
+func (a *applier) validIntent(in Intent, v1 bool) Reason {
+	if v1 {
+		return validateIntentV1(in)
+	}
+	if e := validateIntent(in); e != nil {
+		return e.Reason
+	}
+	return ""
 }
 
 func (a *applier) pendingPush(in Intent) {
@@ -172,7 +187,10 @@ func (a *applier) dedupePut(id string, idx uint64) {
 
 // --- lease ---
 
+// history records an accepted lease entry: the record's revision becomes the entry's
+// index, and the event goes into the bounded lease history.
 func (a *applier) history(ev LeaseEvent) {
+	a.m.Lease.Rev = ev.Index
 	w := &wbuf{}
 	encodeLeaseEvent(w, ev)
 	h := a.tx.Bucket(bHistory)
@@ -202,8 +220,9 @@ func (a *applier) claim(idx uint64, e ClaimEntry) Result {
 		return a.reject(idx, ReasonTooLarge)
 	case e.Force && e.Reason == "":
 		return a.reject(idx, ReasonNoReason)
-	case e.PrevEpoch != a.m.Lease.Epoch || e.Epoch != e.PrevEpoch+1 || e.Epoch == 0:
-		return a.reject(idx, ReasonEpochMismatch)
+	}
+	if r := a.claimCAS(e); r != "" {
+		return a.reject(idx, r)
 	}
 	prior := a.m.Lease.Holder
 	a.m.Lease = Lease{Holder: e.Holder, Epoch: e.Epoch, TS: e.TS, TTL: e.TTL}
@@ -215,8 +234,38 @@ func (a *applier) claim(idx uint64, e ClaimEntry) Result {
 	return a.result(idx)
 }
 
-// checkHolder is the holder-and-epoch check shared by renew, release and transfer.
-func (a *applier) checkHolder(holder string, epoch uint64) Reason {
+// claimCAS is a claim's compare-and-set: "" when it wins.
+func (a *applier) claimCAS(e ClaimEntry) Reason {
+	l := a.m.Lease
+	next := l.Epoch + 1 // 0 when the epoch space is exhausted: no claim can match
+	switch {
+	case e.v1:
+		// Version 1 compared the epoch only, and its entries keep that rule on replay.
+		if e.prevEpoch != l.Epoch || e.Epoch != e.prevEpoch+1 || e.Epoch == 0 {
+			return ReasonEpochMismatch
+		}
+	case a.knobs.EpochOnlyClaim:
+		if next == 0 || e.Epoch != next {
+			return ReasonEpochMismatch
+		}
+	default:
+		// The revision first: a claim decided on an older record (a renewal, or any
+		// other lease write, landed since the claimant read it) loses whatever its
+		// epoch says.
+		if e.PrevRev != l.Rev {
+			return ReasonStaleRev
+		}
+		if next == 0 || e.Epoch != next {
+			return ReasonEpochMismatch
+		}
+	}
+	return ""
+}
+
+// checkHolder is the check shared by renew, release and transfer: the stored holder and
+// epoch are the entry's, and (for a version-2 entry) the record is the revision the
+// holder decided on.
+func (a *applier) checkHolder(holder string, epoch, prevRev uint64, v1 bool) Reason {
 	if r := validHolder(holder); r != "" {
 		return r
 	}
@@ -226,11 +275,14 @@ func (a *applier) checkHolder(holder string, epoch uint64) Reason {
 	if a.m.Lease.Epoch != epoch {
 		return ReasonEpochMismatch
 	}
+	if !v1 && prevRev != a.m.Lease.Rev {
+		return ReasonStaleRev
+	}
 	return ""
 }
 
 func (a *applier) renew(idx uint64, e RenewEntry) Result {
-	if r := a.checkHolder(e.Holder, e.Epoch); r != "" {
+	if r := a.checkHolder(e.Holder, e.Epoch, e.PrevRev, e.v1); r != "" {
 		return a.reject(idx, r)
 	}
 	a.m.Lease.TS = e.TS
@@ -239,7 +291,7 @@ func (a *applier) renew(idx uint64, e RenewEntry) Result {
 }
 
 func (a *applier) release(idx uint64, e ReleaseEntry) Result {
-	if r := a.checkHolder(e.Holder, e.Epoch); r != "" {
+	if r := a.checkHolder(e.Holder, e.Epoch, e.PrevRev, e.v1); r != "" {
 		return a.reject(idx, r)
 	}
 	a.m.Lease.Holder = ""
@@ -248,7 +300,7 @@ func (a *applier) release(idx uint64, e ReleaseEntry) Result {
 }
 
 func (a *applier) transfer(idx uint64, e TransferEntry) Result {
-	if r := a.checkHolder(e.Holder, e.Epoch); r != "" {
+	if r := a.checkHolder(e.Holder, e.Epoch, e.PrevRev, e.v1); r != "" {
 		return a.reject(idx, r)
 	}
 	if r := validHolder(e.To); r != "" {

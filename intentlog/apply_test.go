@@ -17,7 +17,7 @@ func one(in Intent) IntentsEntry { return IntentsEntry{Intents: []Intent{in}} }
 
 // held sets up a lease held by "a" at epoch 1 with ttl 1000.
 func held(h *harness) {
-	h.mustAccept(ClaimEntry{Holder: "a", Epoch: 1, PrevEpoch: 0, TS: 100, TTL: 1000})
+	h.mustAccept(ClaimEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), TS: 100, TTL: 1000})
 }
 
 // heldWithPending additionally queues two intents.
@@ -64,44 +64,72 @@ func TestApplyRejects(t *testing.T) {
 		{"intent path too long", nil, func(*harness) Entry { return one(put("i", "c/"+long(MaxPathLen), "v")) }, ReasonTooLarge},
 		{"intent value too long", nil, func(*harness) Entry { return one(put("i", "c/r", long(MaxValueLen+1))) }, ReasonTooLarge},
 		{"intents empty", nil, func(*harness) Entry { return IntentsEntry{} }, ReasonBadEntry},
-		{"claim prev mismatch", held, func(*harness) Entry { return ClaimEntry{Holder: "b", Epoch: 1, PrevEpoch: 0, TTL: 10} }, ReasonEpochMismatch},
-		{"claim epoch not prev+1", held, func(*harness) Entry { return ClaimEntry{Holder: "b", Epoch: 3, PrevEpoch: 1, TTL: 10} }, ReasonEpochMismatch},
-		{"claim epoch wraps", nil, func(*harness) Entry { return ClaimEntry{Holder: "b", Epoch: 0, PrevEpoch: 0, TTL: 10} }, ReasonEpochMismatch},
+		{"claim stale rev", held, func(*harness) Entry { return ClaimEntry{Holder: "b", Epoch: 2, PrevRev: 0, TTL: 10} }, ReasonStaleRev},
+		{"claim stale rev and epoch", held, func(*harness) Entry { return ClaimEntry{Holder: "b", Epoch: 1, PrevRev: 0, TTL: 10} }, ReasonStaleRev},
+		{"claim future rev", held, func(h *harness) Entry { return ClaimEntry{Holder: "b", Epoch: 2, PrevRev: h.rev() + 1, TTL: 10} }, ReasonStaleRev},
+		{"claim same epoch", held, func(h *harness) Entry { return ClaimEntry{Holder: "b", Epoch: 1, PrevRev: h.rev(), TTL: 10} }, ReasonEpochMismatch},
+		{"claim epoch not stored+1", held, func(h *harness) Entry { return ClaimEntry{Holder: "b", Epoch: 3, PrevRev: h.rev(), TTL: 10} }, ReasonEpochMismatch},
+		{"claim epoch wraps", nil, func(*harness) Entry { return ClaimEntry{Holder: "b", Epoch: 0, PrevRev: 0, TTL: 10} }, ReasonEpochMismatch},
+		{"claim after renewal", func(h *harness) { held(h); h.mustAccept(RenewEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), TS: 200}) },
+			func(*harness) Entry { return ClaimEntry{Holder: "b", Epoch: 2, PrevRev: 1, TTL: 10} }, ReasonStaleRev},
 		{"claim ttl zero", nil, func(*harness) Entry { return ClaimEntry{Holder: "b", Epoch: 1, TTL: 0} }, ReasonBadEntry},
 		{"claim ttl negative", nil, func(*harness) Entry { return ClaimEntry{Holder: "b", Epoch: 1, TTL: -5} }, ReasonBadEntry},
 		{"claim empty holder", nil, func(*harness) Entry { return ClaimEntry{Epoch: 1, TTL: 5} }, ReasonBadEntry},
 		{"claim holder too long", nil, func(*harness) Entry { return ClaimEntry{Holder: long(MaxHolderLen + 1), Epoch: 1, TTL: 5} }, ReasonTooLarge},
-		{"steal without reason", held, func(*harness) Entry { return ClaimEntry{Holder: "b", Epoch: 2, PrevEpoch: 1, TTL: 5, Force: true} }, ReasonNoReason},
-		{"steal stale epoch", held, func(*harness) Entry {
-			return ClaimEntry{Holder: "b", Epoch: 1, PrevEpoch: 0, TTL: 5, Force: true, Reason: "wedged"}
+		{"steal without reason", held, func(h *harness) Entry {
+			return ClaimEntry{Holder: "b", Epoch: 2, PrevRev: h.rev(), TTL: 5, Force: true}
+		}, ReasonNoReason},
+		{"steal stale rev", held, func(*harness) Entry {
+			return ClaimEntry{Holder: "b", Epoch: 2, PrevRev: 0, TTL: 5, Force: true, Reason: "wedged"}
+		}, ReasonStaleRev},
+		{"steal stale epoch", held, func(h *harness) Entry {
+			return ClaimEntry{Holder: "b", Epoch: 1, PrevRev: h.rev(), TTL: 5, Force: true, Reason: "wedged"}
 		}, ReasonEpochMismatch},
 		{"renew free lease", nil, func(*harness) Entry { return RenewEntry{Holder: "a", Epoch: 0, TS: 5} }, ReasonNotHolder},
 		{"renew wrong holder", held, func(*harness) Entry { return RenewEntry{Holder: "b", Epoch: 1, TS: 5} }, ReasonNotHolder},
 		{"renew wrong epoch", held, func(*harness) Entry { return RenewEntry{Holder: "a", Epoch: 2, TS: 5} }, ReasonEpochMismatch},
-		{"renew after release", func(h *harness) { held(h); h.mustAccept(ReleaseEntry{Holder: "a", Epoch: 1}) },
+		{"renew wrong epoch and rev", held, func(h *harness) Entry { return RenewEntry{Holder: "a", Epoch: 2, PrevRev: h.rev() + 3, TS: 5} }, ReasonEpochMismatch},
+		{"renew stale rev", func(h *harness) { held(h); h.mustAccept(RenewEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), TS: 200}) },
+			func(*harness) Entry { return RenewEntry{Holder: "a", Epoch: 1, PrevRev: 1, TS: 300} }, ReasonStaleRev},
+		{"renew future rev", held, func(h *harness) Entry { return RenewEntry{Holder: "a", Epoch: 1, PrevRev: h.rev() + 1, TS: 300} }, ReasonStaleRev},
+		{"renew after release", func(h *harness) { held(h); h.mustAccept(ReleaseEntry{Holder: "a", Epoch: 1, PrevRev: h.rev()}) },
 			func(*harness) Entry { return RenewEntry{Holder: "a", Epoch: 1, TS: 5} }, ReasonNotHolder},
 		{"release wrong holder", held, func(*harness) Entry { return ReleaseEntry{Holder: "b", Epoch: 1} }, ReasonNotHolder},
 		{"release wrong epoch", held, func(*harness) Entry { return ReleaseEntry{Holder: "a", Epoch: 0} }, ReasonEpochMismatch},
 		{"release empty holder", held, func(*harness) Entry { return ReleaseEntry{Holder: "", Epoch: 1} }, ReasonBadEntry},
+		{"release stale rev", func(h *harness) { held(h); h.mustAccept(RenewEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), TS: 200}) },
+			func(*harness) Entry { return ReleaseEntry{Holder: "a", Epoch: 1, PrevRev: 1} }, ReasonStaleRev},
+		{"transfer stale rev", func(h *harness) {
+			h.members("a", "b")
+			held(h)
+			h.mustAccept(RenewEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), TS: 200})
+		},
+			func(h *harness) Entry { return TransferEntry{Holder: "a", Epoch: 1, PrevRev: h.rev() - 1, To: "b"} }, ReasonStaleRev},
 		{"transfer wrong holder", func(h *harness) { h.members("a", "b"); held(h) },
 			func(*harness) Entry { return TransferEntry{Holder: "b", Epoch: 1, To: "b"} }, ReasonNotHolder},
 		{"transfer wrong epoch", func(h *harness) { h.members("a", "b"); held(h) },
 			func(*harness) Entry { return TransferEntry{Holder: "a", Epoch: 5, To: "b"} }, ReasonEpochMismatch},
 		{"transfer to non member", func(h *harness) { h.members("a", "b"); held(h) },
-			func(*harness) Entry { return TransferEntry{Holder: "a", Epoch: 1, To: "z"} }, ReasonNotMember},
+			func(h *harness) Entry { return TransferEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), To: "z"} }, ReasonNotMember},
 		{"transfer to removed member", func(h *harness) { h.members("a", "b"); held(h); h.members("a") },
-			func(*harness) Entry { return TransferEntry{Holder: "a", Epoch: 1, To: "b"} }, ReasonNotMember},
+			func(h *harness) Entry { return TransferEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), To: "b"} }, ReasonNotMember},
 		{"transfer empty target", func(h *harness) { h.members("a", "b"); held(h) },
-			func(*harness) Entry { return TransferEntry{Holder: "a", Epoch: 1, To: ""} }, ReasonBadEntry},
+			func(h *harness) Entry { return TransferEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), To: ""} }, ReasonBadEntry},
 		{"commit bad signature", heldWithPending, func(h *harness) Entry {
 			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Sig = "forged" })}
 		}, ReasonBadSignature},
 		{"commit garbage", heldWithPending, func(h *harness) Entry { return CommitEntry{Raw: []byte("junk")} }, ReasonBadSignature},
-		{"commit with free lease", func(h *harness) { heldWithPending(h); h.mustAccept(ReleaseEntry{Holder: "a", Epoch: 1}) },
+		{"commit with free lease", func(h *harness) {
+			heldWithPending(h)
+			h.mustAccept(ReleaseEntry{Holder: "a", Epoch: 1, PrevRev: h.rev()})
+		},
 			func(h *harness) Entry {
 				return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Signer = ""; c.Epoch = 1 })}
 			}, ReasonNotHolder},
-		{"commit released holder", func(h *harness) { heldWithPending(h); h.mustAccept(ReleaseEntry{Holder: "a", Epoch: 1}) },
+		{"commit released holder", func(h *harness) {
+			heldWithPending(h)
+			h.mustAccept(ReleaseEntry{Holder: "a", Epoch: 1, PrevRev: h.rev()})
+		},
 			func(h *harness) Entry {
 				return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Signer = "a"; c.Epoch = 1 })}
 			}, ReasonNotHolder},
@@ -110,7 +138,7 @@ func TestApplyRejects(t *testing.T) {
 		}, ReasonNotHolder},
 		{"commit old epoch", func(h *harness) {
 			heldWithPending(h)
-			h.mustAccept(ClaimEntry{Holder: "a", Epoch: 2, PrevEpoch: 1, TTL: 5})
+			h.mustAccept(ClaimEntry{Holder: "a", Epoch: 2, PrevRev: h.rev(), TTL: 5})
 		}, func(h *harness) Entry {
 			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Epoch = 1 })}
 		}, ReasonEpochMismatch},
@@ -266,30 +294,33 @@ func TestApplyIntents(t *testing.T) {
 func TestApplyLeaseLifecycle(t *testing.T) {
 	h := newHarness(t)
 	h.members("a", "b", "c")
-	r := h.mustAccept(ClaimEntry{Holder: "a", Epoch: 1, PrevEpoch: 0, TS: 10, TTL: 500})
-	if r.Lease != (Lease{Holder: "a", Epoch: 1, TS: 10, TTL: 500}) {
+	r := h.mustAccept(ClaimEntry{Holder: "a", Epoch: 1, PrevRev: 0, TS: 10, TTL: 500})
+	if r.Lease != (Lease{Holder: "a", Epoch: 1, TS: 10, TTL: 500, Rev: 2}) {
 		t.Fatalf("claim lease %+v", r.Lease)
 	}
-	r = h.mustAccept(RenewEntry{Holder: "a", Epoch: 1, TS: 20})
-	if r.Lease != (Lease{Holder: "a", Epoch: 1, TS: 20, TTL: 500}) {
+	r = h.mustAccept(RenewEntry{Holder: "a", Epoch: 1, PrevRev: 2, TS: 20})
+	if r.Lease != (Lease{Holder: "a", Epoch: 1, TS: 20, TTL: 500, Rev: 3}) {
 		t.Fatalf("renew lease %+v", r.Lease)
 	}
-	r = h.mustAccept(TransferEntry{Holder: "a", Epoch: 1, To: "b", TS: 30})
-	if r.Lease != (Lease{Holder: "b", Epoch: 2, TS: 30, TTL: 500}) {
+	r = h.mustAccept(TransferEntry{Holder: "a", Epoch: 1, PrevRev: 3, To: "b", TS: 30})
+	if r.Lease != (Lease{Holder: "b", Epoch: 2, TS: 30, TTL: 500, Rev: 4}) {
 		t.Fatalf("transfer lease %+v", r.Lease)
 	}
-	r = h.mustAccept(ReleaseEntry{Holder: "b", Epoch: 2})
-	if r.Lease.Holder != "" || r.Lease.Epoch != 2 {
+	r = h.mustAccept(ReleaseEntry{Holder: "b", Epoch: 2, PrevRev: 4})
+	if r.Lease != (Lease{Epoch: 2, TS: 30, TTL: 500, Rev: 5}) {
 		t.Fatalf("release lease %+v", r.Lease)
 	}
 	// Epochs are never reused: a claim must build on the released epoch.
-	if res := h.apply(ClaimEntry{Holder: "c", Epoch: 1, PrevEpoch: 0, TTL: 5}); res.Reason != ReasonEpochMismatch {
+	if res := h.apply(ClaimEntry{Holder: "c", Epoch: 2, PrevRev: 5, TTL: 5}); res.Reason != ReasonEpochMismatch {
 		t.Fatalf("claim on old epoch: %+v", res)
 	}
-	h.mustAccept(ClaimEntry{Holder: "c", Epoch: 3, PrevEpoch: 2, TS: 40, TTL: 700})
-	r = h.mustAccept(ClaimEntry{Holder: "a", Epoch: 4, PrevEpoch: 3, TS: 50, TTL: 700, Force: true, Reason: "c wedged"})
-	if r.Lease != (Lease{Holder: "a", Epoch: 4, TS: 50, TTL: 700}) {
+	h.mustAccept(ClaimEntry{Holder: "c", Epoch: 3, PrevRev: 5, TS: 40, TTL: 700})
+	r = h.mustAccept(ClaimEntry{Holder: "a", Epoch: 4, PrevRev: 7, TS: 50, TTL: 700, Force: true, Reason: "c wedged"})
+	if r.Lease != (Lease{Holder: "a", Epoch: 4, TS: 50, TTL: 700, Rev: 8}) {
 		t.Fatalf("steal lease %+v", r.Lease)
+	}
+	if v := h.f.View(); v.Lease != r.Lease {
+		t.Fatalf("view lease %+v, result lease %+v", v.Lease, r.Lease)
 	}
 	hist := historyOf(t, h.f)
 	want := []LeaseEvent{
@@ -376,7 +407,7 @@ func TestApplyCommit(t *testing.T) {
 	}
 
 	// A new holder continues the chain from the head under its own epoch.
-	h.mustAccept(ClaimEntry{Holder: "b", Epoch: 2, PrevEpoch: 1, TTL: 5})
+	h.mustAccept(ClaimEntry{Holder: "b", Epoch: 2, PrevRev: h.rev(), TTL: 5})
 	h.mustAccept(one(put("i5", "d/1", "x")))
 	if res := h.apply(CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Epoch, c.Signer = 1, "a" })}); res.Reason != ReasonNotHolder {
 		t.Fatalf("old holder's commit: %+v", res)
@@ -434,7 +465,7 @@ func TestLeaseHistoryBounded(t *testing.T) {
 	h.f.historyLen = 3
 	held(h)
 	for i := int64(1); i <= 5; i++ {
-		h.mustAccept(RenewEntry{Holder: "a", Epoch: 1, TS: 100 + i})
+		h.mustAccept(RenewEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), TS: 100 + i})
 	}
 	hist := historyOf(t, h.f)
 	if len(hist) != 3 || hist[0].TS != 103 || hist[2].TS != 105 {

@@ -38,18 +38,24 @@ func genLogs(t testing.TB, ref *harness, rng *rand.Rand, n int) []*raft.Log {
 			}
 			e = IntentsEntry{Intents: ins}
 		case 4:
-			prev := v.Lease.Epoch
+			prev, rev := v.Lease.Epoch, v.Lease.Rev
 			if rng.Intn(4) == 0 {
 				prev = uint64(rng.Intn(3))
 			}
-			e = ClaimEntry{Holder: holders[rng.Intn(3)], Epoch: prev + 1, PrevEpoch: prev,
+			if rng.Intn(4) == 0 {
+				rev = uint64(rng.Intn(int(ref.idx) + 1))
+			}
+			e = ClaimEntry{Holder: holders[rng.Intn(3)], Epoch: prev + 1, PrevRev: rev,
 				TS: rng.Int63n(1e6), TTL: 1 + rng.Int63n(5000), Force: rng.Intn(3) == 0, Reason: []string{"", "why"}[rng.Intn(2)]}
+			if rng.Intn(6) == 0 {
+				e = legacyClaim(e.(ClaimEntry), prev) // a version-1 claim (epoch-only rule)
+			}
 		case 5:
-			e = RenewEntry{Holder: holders[rng.Intn(3)], Epoch: v.Lease.Epoch, TS: rng.Int63n(1e6)}
+			e = RenewEntry{Holder: holders[rng.Intn(3)], Epoch: v.Lease.Epoch, PrevRev: v.Lease.Rev - uint64(rng.Intn(2)), TS: rng.Int63n(1e6)}
 		case 6:
-			e = ReleaseEntry{Holder: holders[rng.Intn(3)], Epoch: v.Lease.Epoch}
+			e = ReleaseEntry{Holder: holders[rng.Intn(3)], Epoch: v.Lease.Epoch, PrevRev: v.Lease.Rev}
 		case 7:
-			e = TransferEntry{Holder: v.Lease.Holder, Epoch: v.Lease.Epoch, To: []string{"a", "b", "c", "z"}[rng.Intn(4)], TS: rng.Int63n(1e6)}
+			e = TransferEntry{Holder: v.Lease.Holder, Epoch: v.Lease.Epoch, PrevRev: v.Lease.Rev, To: []string{"a", "b", "c", "z"}[rng.Intn(4)], TS: rng.Int63n(1e6)}
 		case 8, 9, 10:
 			pend := ref.pending()
 			if len(pend) == 0 {
@@ -224,9 +230,10 @@ func FuzzApply(f *testing.F) {
 	}
 	for _, e := range []Entry{
 		one(put("n", "c/n", "v")),
-		ClaimEntry{Holder: "b", Epoch: 2, PrevEpoch: 1, TTL: 9},
-		RenewEntry{Holder: "a", Epoch: 1, TS: 7},
-		TransferEntry{Holder: "a", Epoch: 1, To: "b"},
+		ClaimEntry{Holder: "b", Epoch: 2, PrevRev: 2, TTL: 9},
+		RenewEntry{Holder: "a", Epoch: 1, PrevRev: 2, TS: 7},
+		TransferEntry{Holder: "a", Epoch: 1, PrevRev: 2, To: "b"},
+		legacyClaim(ClaimEntry{Holder: "b", Epoch: 2, TTL: 9}, 1),
 	} {
 		b, _ := Encode(e)
 		f.Add(b)

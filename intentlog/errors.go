@@ -23,6 +23,11 @@ var (
 	ErrEntryTooLarge = errors.New("intentlog: entry too large")
 	// ErrMalformed: bytes that do not decode as an entry, result or snapshot.
 	ErrMalformed = errors.New("intentlog: malformed encoding")
+	// ErrCorrupt: bytes that were checksummed when written no longer verify (a flipped
+	// bit, a torn write). Unlike ErrMalformed it says nothing about the proposer: the
+	// other replicas' copies are most likely fine, so this replica must stop rather
+	// than apply (or reject) something they did not.
+	ErrCorrupt = errors.New("intentlog: corrupt data (checksum mismatch)")
 	// ErrInconsistentState: state.db holds applied entries but the Raft store and
 	// snapshots are empty (raft.db was lost or replaced). Replaying a log over such a
 	// state could silently diverge, so Open refuses; remove state.db to rejoin.

@@ -1,6 +1,7 @@
 package intentlog
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/batonhq/baton/internal/knobs"
 )
 
 // StateFile is the name of the bbolt state file in the data directory.
@@ -23,6 +26,7 @@ const StateFile = "state.db"
 type FSM struct {
 	path   string
 	verify CommitVerifier
+	knobs  knobs.Intentlog // test-only behaviour changes; the zero value is production
 
 	// Deterministic parameters: every replica must use the same values.
 	dedupeWindow uint64
@@ -51,7 +55,16 @@ type hotState struct {
 
 // NewFSM opens (or creates) the state file in dir. verify checks Commit entries; with a
 // nil verifier every commit is rejected (ReasonBadSignature).
+//
+// A state file of an older layout is set aside (StateFile+".old-layout", never
+// overwriting an earlier one) and the FSM starts empty: Raft then rebuilds the state
+// from its latest snapshot (converted on restore) and the log after it, exactly as
+// after a crash.
 func NewFSM(dir string, verify CommitVerifier) (*FSM, error) {
+	return newFSM(dir, verify, nil)
+}
+
+func newFSM(dir string, verify CommitVerifier, k *knobs.Intentlog) (*FSM, error) {
 	f := &FSM{
 		path:         filepath.Join(dir, StateFile),
 		verify:       verify,
@@ -59,10 +72,19 @@ func NewFSM(dir string, verify CommitVerifier) (*FSM, error) {
 		historyLen:   LeaseHistoryLen,
 		notify:       newNotifier(),
 	}
+	if k != nil {
+		f.knobs = *k // a copy: the apply's behaviour cannot change under it
+	}
 	if err := prepareState(f.path); err != nil {
 		return nil, err
 	}
 	db, err := openState(f.path)
+	if errors.Is(err, errOldLayout) {
+		if _, err = setAside(f.path, "old-layout"); err != nil {
+			return nil, err
+		}
+		db, err = openState(f.path)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +147,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	}
 	old := f.hot.Load()
 	err := f.db.Update(func(tx *bolt.Tx) error {
-		a = &applier{tx: tx, verify: f.verify, dedupe: f.dedupeWindow, histMax: f.historyLen,
+		a = &applier{tx: tx, verify: f.verify, knobs: f.knobs, dedupe: f.dedupeWindow, histMax: f.historyLen,
 			m: readMeta(tx), rej: maps.Clone(old.rejections)}
 		for i, l := range logs {
 			out[i] = a.apply(l)

@@ -76,6 +76,9 @@ func newHarness(t testing.TB) *harness {
 	return &harness{t: t, f: f}
 }
 
+// rev is the stored lease record's revision (what a lease write names as PrevRev).
+func (h *harness) rev() uint64 { return h.f.View().Lease.Rev }
+
 func (h *harness) applyRaw(data []byte) Result {
 	h.t.Helper()
 	h.idx++
@@ -209,4 +212,11 @@ func (h *harness) rejections() uint64 {
 		n += v
 	}
 	return n
+}
+
+// legacyClaim returns e as a version-1 claim would decode: PrevEpoch instead of
+// PrevRev, and the epoch-only rule.
+func legacyClaim(e ClaimEntry, prevEpoch uint64) ClaimEntry {
+	e.PrevRev, e.v1, e.prevEpoch = 0, true, prevEpoch
+	return e
 }

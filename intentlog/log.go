@@ -17,6 +17,8 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/batonhq/baton/internal/knobs"
 )
 
 // Defaults for Config fields left zero.
@@ -56,6 +58,10 @@ type Config struct {
 	// SnapshotRetain is how many snapshots are kept on disk. Optional, defaults to
 	// DefaultSnapshotRetain.
 	SnapshotRetain int
+	// Knobs re-introduce old behaviour for the simulator (see package
+	// internal/knobs). nil, the only value code outside this module can set, means
+	// production behaviour. Every replica of a cluster must use the same knobs.
+	Knobs *knobs.Intentlog
 }
 
 func (c *Config) validate() error {
@@ -135,7 +141,7 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
 
-	fsm, err := NewFSM(cfg.Dir, cfg.Verify)
+	fsm, err := newFSM(cfg.Dir, cfg.Verify, cfg.Knobs)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -43,11 +44,20 @@ type metaState struct {
 	ConfigIndex uint64 // index of the applied membership configuration
 }
 
-const metaVersion = 1
+// layoutVersion is the version of state.db's layout and of the snapshot format (the
+// snapshot is a dump of the layout, so they move together). It is the first byte of
+// the meta record and of a snapshot's header. History:
+//
+//	1  the first layout (commit a51a2ca and before)
+//	2  the lease record carries its revision (Lease.Rev)
+//
+// A state.db of an older layout is set aside and rebuilt from the snapshot and the log
+// (see NewFSM); a snapshot of an older layout is converted on restore (convert.go).
+const layoutVersion = 2
 
 func (m *metaState) encode() []byte {
 	w := &wbuf{}
-	w.byte1(metaVersion)
+	w.byte1(layoutVersion)
 	w.uvarint(m.Applied)
 	encodeLease(w, m.Lease)
 	encodeHead(w, m.Head)
@@ -61,8 +71,8 @@ func (m *metaState) encode() []byte {
 func decodeMeta(b []byte) (metaState, error) {
 	r := &rbuf{b: b}
 	var m metaState
-	if v := r.byte1(); r.err == nil && v != metaVersion {
-		return m, fmt.Errorf("%w: meta version %d", ErrMalformed, v)
+	if v := r.byte1(); r.err == nil && v != layoutVersion {
+		return m, fmt.Errorf("%w: meta layout version %d, want %d", ErrMalformed, v, layoutVersion)
 	}
 	m.Applied = r.uvarint()
 	m.Lease = decodeLease(r)
@@ -107,7 +117,20 @@ func decodeIntentValue(b []byte) (Intent, error) {
 	return in, r.done()
 }
 
-// openState opens (creating if needed) a bbolt state file with every bucket present.
+// metaLayout returns the layout version of a stored meta record (0 if there is none).
+func metaLayout(b []byte) byte {
+	if len(b) == 0 {
+		return 0
+	}
+	return b[0]
+}
+
+// errOldLayout: the state file holds an older layout (openState's caller sets it aside).
+var errOldLayout = errors.New("intentlog: state.db has an older layout")
+
+// openState opens (creating if needed) a bbolt state file with every bucket present. A
+// file of an older layout is left untouched and reported with errOldLayout; one of a
+// newer layout (a downgrade) is refused.
 func openState(path string) (*bolt.DB, error) {
 	// A large initial mmap keeps bbolt from remapping while a snapshot's long read
 	// transaction is open (a remap waits for every read transaction, stalling apply).
@@ -117,6 +140,24 @@ func openState(path string) (*bolt.DB, error) {
 		InitialMmapSize: 1 << 30, FreelistType: bolt.FreelistMapType, NoSync: true})
 	if err != nil {
 		return nil, fmt.Errorf("open state %s: %w", path, err)
+	}
+	err = db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bMeta)
+		if b == nil {
+			return nil
+		}
+		switch v := metaLayout(b.Get(keyState)); {
+		case v == 0 || v == layoutVersion:
+			return nil
+		case v < layoutVersion:
+			return fmt.Errorf("%w (layout %d, this build writes %d)", errOldLayout, v, layoutVersion)
+		default:
+			return fmt.Errorf("state %s has layout %d, newer than this build's %d (a downgrade): refusing to touch it", path, v, layoutVersion)
+		}
+	})
+	if err != nil {
+		db.Close()
+		return nil, err
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, name := range allBuckets {
@@ -152,6 +193,42 @@ func readRejections(tx *bolt.Tx) map[Reason]uint64 {
 		out[Reason(k)] = keyU64(v)
 	}
 	return out
+}
+
+// setAside renames the file at path to a name of the form path.why, path.why.1, ...
+// that does not exist yet, so that nothing set aside earlier is ever overwritten, and
+// returns the new name.
+func setAside(path, why string) (string, error) {
+	base := path + "." + why
+	for i := 0; ; i++ {
+		name := base
+		if i > 0 {
+			name = fmt.Sprintf("%s.%d", base, i)
+		}
+		if _, err := os.Lstat(name); err == nil {
+			continue
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("set aside %s: %w", path, err)
+		}
+		// Link then remove rather than rename: rename would replace a file created
+		// at name in the meantime, link fails instead.
+		if err := os.Link(path, name); err != nil {
+			if errors.Is(err, os.ErrExist) {
+				continue
+			}
+			// A file system without hard links: rename (the name was free a moment ago).
+			if rerr := os.Rename(path, name); rerr != nil {
+				return "", fmt.Errorf("set aside %s: %w", path, rerr)
+			}
+			syncDir(filepath.Dir(path))
+			return name, nil
+		}
+		if err := os.Remove(path); err != nil {
+			return "", fmt.Errorf("set aside %s: %w", path, err)
+		}
+		syncDir(filepath.Dir(path))
+		return name, nil
+	}
 }
 
 func removeIfExists(path string) error {

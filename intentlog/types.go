@@ -38,6 +38,11 @@ type Lease struct {
 	Epoch  uint64
 	TS     int64 // holder's wall clock at the write, unix ms
 	TTL    int64 // ms
+	// Rev is the record's revision: the Raft index of the last accepted lease entry
+	// (claim, steal, renew, release, transfer); 0 before the first. Every lease write
+	// names the Rev it was decided on (PrevRev), so a write decided on an older record
+	// loses: compare-and-set on the whole record.
+	Rev uint64
 }
 
 // Head is the last applied commit of the chain. Seq 0 means an empty chain.
@@ -67,48 +72,77 @@ type CommitVerifier func(raw []byte) (CommitInfo, error)
 // codec.go) turn an Entry into versioned bytes and back.
 type Entry interface{ isEntry() }
 
+// The unexported v1 fields below mark an entry decoded from codec version 1 (an entry
+// an older build wrote). The apply keeps that version's rules for it, because
+// determinism is per entry bytes: a log replays the same whatever build replays it.
+// Entries built in code never have them set, and Encode writes version 2.
+
 // IntentsEntry carries one or many intents (group commit: concurrent submissions may
 // share an entry). Each intent is accepted or rejected on its own.
 type IntentsEntry struct {
 	Intents []Intent
+
+	v1 bool // validated by the version-1 rules (no control-character or dot-segment checks)
 }
 
-// ClaimEntry claims the lease at Epoch = PrevEpoch+1 if the stored epoch is PrevEpoch
-// (compare-and-set). Force marks an operator's steal; Reason is then required.
+// ClaimEntry claims the lease at Epoch = stored epoch + 1 if PrevRev equals the stored
+// lease record's revision (Lease.Rev): compare-and-set on the whole record, so a
+// renewal applied after the claimant read the record makes the claim lose
+// (ReasonStaleRev). Force marks an operator's steal (same rule); Reason is then
+// required.
 type ClaimEntry struct {
-	Holder    string
-	Epoch     uint64
-	PrevEpoch uint64
-	TS        int64 // unix ms
-	TTL       int64 // ms
-	Force     bool
-	Reason    string
+	Holder  string
+	Epoch   uint64
+	PrevRev uint64 // Rev of the record the claim was decided on
+	TS      int64  // unix ms
+	TTL     int64  // ms
+	Force   bool
+	Reason  string
+
+	// A version-1 claim carried PrevEpoch instead of PrevRev and was accepted iff
+	// PrevEpoch == stored epoch and Epoch == PrevEpoch+1.
+	v1        bool
+	prevEpoch uint64
 }
 
-// RenewEntry refreshes the holder's lease timestamp.
+// RenewEntry refreshes the holder's lease timestamp. Accepted iff the stored holder and
+// epoch equal the entry's (else ReasonNotHolder, ReasonEpochMismatch) and PrevRev is
+// the stored Rev (else ReasonStaleRev: the holder's view is behind, not its lease).
 type RenewEntry struct {
-	Holder string
-	Epoch  uint64
-	TS     int64
+	Holder  string
+	Epoch   uint64
+	PrevRev uint64
+	TS      int64
+
+	v1 bool // version 1: no PrevRev, holder and epoch only
 }
 
-// ReleaseEntry gives the lease up; the epoch is kept.
+// ReleaseEntry gives the lease up; the epoch is kept. Same checks as RenewEntry.
 type ReleaseEntry struct {
-	Holder string
-	Epoch  uint64
+	Holder  string
+	Epoch   uint64
+	PrevRev uint64
+
+	v1 bool
 }
 
-// TransferEntry hands the lease to a named member at Epoch+1 in one entry.
+// TransferEntry hands the lease to a named member at Epoch+1 in one entry. Same checks
+// as RenewEntry, and To must be a member.
 type TransferEntry struct {
-	Holder string
-	Epoch  uint64
-	To     string
-	TS     int64
+	Holder  string
+	Epoch   uint64
+	PrevRev uint64
+	To      string
+	TS      int64
+
+	v1 bool
 }
 
 // CommitEntry carries a signed commit's full encoding (format owned by package signer).
 type CommitEntry struct {
 	Raw []byte
+
+	v1 bool
 }
 
 func (IntentsEntry) isEntry()  {}
@@ -137,6 +171,7 @@ const (
 	ReasonNoReason      Reason = "missing_reason" // forced claim without a reason
 	ReasonBadEntry      Reason = "bad_entry"      // fields out of range (e.g. ttl <= 0)
 	ReasonBacklog       Reason = "backlog"        // pending queue full (DedupeWindow intents): retry once the chain moves
+	ReasonStaleRev      Reason = "stale_rev"      // lease write's PrevRev != stored lease revision (the record changed since it was read)
 )
 
 // IntentResult is the outcome of one intent in an IntentsEntry. A repeated ID reports
@@ -147,7 +182,9 @@ type IntentResult struct {
 	Reason    Reason
 	Index     uint64 // Raft index of the entry that first accepted this ID
 	Duplicate bool
-	Seq       uint64 // seq of the commit that signed it, 0 if not signed (yet)
+	Seq       uint64   // seq of the commit that signed it, 0 if not signed (yet)
+	Hash      [32]byte // hash of that commit, zero if not signed (yet)
+	LogTime   int64    // log time (unix ms) when it was accepted
 }
 
 // Result is what applying one entry produced. For an IntentsEntry, Accepted is true when

@@ -110,6 +110,43 @@ func ValidPath(p string) bool {
 	return true
 }
 
+// validateIntentV1 is the intent rule of version-1 entries (before ValidateIntent
+// refused control characters in IDs and . or .. path segments): "" or the reason.
+func validateIntentV1(in Intent) Reason {
+	switch {
+	case in.Op != OpPut && in.Op != OpDel:
+		return ReasonBadIntent
+	case in.ID == "" || !utf8.ValidString(in.ID):
+		return ReasonBadIntent
+	case len(in.ID) > MaxIDLen:
+		return ReasonTooLarge
+	case len(in.Path) > MaxPathLen:
+		return ReasonTooLarge
+	case !validPathV1(in.Path):
+		return ReasonBadPath
+	case len(in.Value) > MaxValueLen:
+		return ReasonTooLarge
+	case in.Op == OpDel && len(in.Value) > 0:
+		return ReasonBadIntent
+	}
+	return ""
+}
+
+func validPathV1(p string) bool {
+	if len(p) < 3 || len(p) > MaxPathLen || !strings.Contains(p, "/") {
+		return false
+	}
+	if p[0] == '/' || p[len(p)-1] == '/' || strings.Contains(p, "//") {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] < 0x21 || p[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
 // validHolder checks a lease holder or transfer target.
 func validHolder(h string) Reason {
 	switch {

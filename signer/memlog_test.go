@@ -162,7 +162,7 @@ func (m *memLog) apply(e intentlog.Entry) intentlog.Result {
 			res.Intents = append(res.Intents, intentlog.IntentResult{ID: in.ID, Accepted: true, Index: res.Index})
 		}
 	case intentlog.ClaimEntry:
-		if e.PrevEpoch != l.Epoch || e.Epoch != e.PrevEpoch+1 {
+		if e.PrevRev != l.Rev || e.Epoch != l.Epoch+1 {
 			return reject(intentlog.ReasonEpochMismatch)
 		}
 		if e.TTL <= 0 {
@@ -248,7 +248,7 @@ var _ Lease = (*fakeLease)(nil)
 func (f *fakeLease) grant(t *testing.T, epoch uint64) {
 	t.Helper()
 	v := f.log.View()
-	res := f.log.apply(intentlog.ClaimEntry{Holder: f.self, Epoch: epoch, PrevEpoch: v.Lease.Epoch, TS: 1, TTL: 15000})
+	res := f.log.apply(intentlog.ClaimEntry{Holder: f.self, Epoch: epoch, PrevRev: v.Lease.Rev, TS: 1, TTL: 15000})
 	if epoch != v.Lease.Epoch+1 || !res.Accepted {
 		t.Fatalf("grant epoch %d over %d: %+v", epoch, v.Lease.Epoch, res)
 	}
