@@ -62,6 +62,8 @@ func (a *applier) apply(l *raft.Log) any {
 		return a.transfer(l.Index, e)
 	case CommitEntry:
 		return a.commit(l.Index, e)
+	case GenesisEntry:
+		return a.genesis(l.Index, e, l.Data)
 	}
 	return a.reject(l.Index, ReasonMalformed)
 }
@@ -322,8 +324,16 @@ func (a *applier) transfer(idx uint64, e TransferEntry) Result {
 
 func (a *applier) commit(idx uint64, e CommitEntry) Result {
 	info, ok := a.verifyCommit(e.Raw)
-	if !ok {
+	if !ok || info.Chain == "" {
 		return a.reject(idx, ReasonBadSignature)
+	}
+	if a.m.Chain != "" && info.Chain != a.m.Chain {
+		if e.v1 {
+			// Version-1 applies verified under the configured chain key and refused
+			// another chain's commit as a bad signature: keep that on replay.
+			return a.reject(idx, ReasonBadSignature)
+		}
+		return a.reject(idx, ReasonBadChain)
 	}
 	l, h := a.m.Lease, a.m.Head
 	switch {
@@ -379,7 +389,36 @@ func (a *applier) commit(idx uint64, e CommitEntry) Result {
 	}
 	must(a.tx.Bucket(bChain).Put(u64key(seq), e.Raw))
 	a.m.Head = Head{Seq: seq, Hash: sha256.Sum256(e.Raw), Epoch: info.Epoch, Signer: info.Signer}
+	if a.m.Chain == "" {
+		// A legacy log without a genesis: the first accepted commit fixes the chain.
+		a.m.Chain = info.Chain
+	}
 	a.events = append(a.events, CommitApplied{Index: idx, Head: a.m.Head, Raw: e.Raw})
+	a.changed = true
+	return a.result(idx)
+}
+
+// --- genesis ---
+
+func (a *applier) genesis(idx uint64, e GenesisEntry, data []byte) Result {
+	if a.m.Genesis.Index != 0 {
+		return a.reject(idx, ReasonGenesisExists)
+	}
+	if r := validChain(e.Chain); r != "" {
+		return a.reject(idx, r)
+	}
+	switch {
+	case e.Version != CommitFormatVersion, len(e.Nonce) != GenesisNonceLen, e.Retention < 0:
+		return a.reject(idx, ReasonBadEntry)
+	case a.m.Chain != "" && e.Chain != a.m.Chain:
+		// A late genesis for a legacy chain must name the chain its commits carry.
+		return a.reject(idx, ReasonBadChain)
+	}
+	g := Genesis{Chain: e.Chain, Version: e.Version, TS: e.TS, Retention: e.Retention,
+		MaxIDs: e.MaxIDs, Hash: sha256.Sum256(data), Index: idx}
+	copy(g.Nonce[:], e.Nonce)
+	a.m.Genesis, a.m.Chain = g, e.Chain
+	a.events = append(a.events, GenesisApplied{Genesis: g})
 	a.changed = true
 	return a.result(idx)
 }
@@ -387,7 +426,11 @@ func (a *applier) commit(idx uint64, e CommitEntry) Result {
 // verifyCommit calls the verifier; a verifier that panics refuses the commit (the
 // verifier is deterministic, so every replica refuses it the same way).
 func (a *applier) verifyCommit(raw []byte) (info CommitInfo, ok bool) {
-	if a.verify == nil {
+	return verifySafely(a.verify, raw)
+}
+
+func verifySafely(verify CommitVerifier, raw []byte) (info CommitInfo, ok bool) {
+	if verify == nil {
 		return CommitInfo{}, false
 	}
 	defer func() {
@@ -395,7 +438,7 @@ func (a *applier) verifyCommit(raw []byte) (info CommitInfo, ok bool) {
 			info, ok = CommitInfo{}, false
 		}
 	}()
-	info, err := a.verify(raw)
+	info, err := verify(raw)
 	return info, err == nil
 }
 

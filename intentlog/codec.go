@@ -45,6 +45,7 @@ const (
 	kindRelease  byte = 4
 	kindTransfer byte = 5
 	kindCommit   byte = 6
+	kindGenesis  byte = 7    // version 2 only
 	kindResult   byte = 0x80 // a Result, not an Entry
 )
 
@@ -111,6 +112,14 @@ func Encode(e Entry) ([]byte, error) {
 	case CommitEntry:
 		w.byte1(kindCommit)
 		w.bytes(e.Raw)
+	case GenesisEntry:
+		w.byte1(kindGenesis)
+		w.str(e.Chain)
+		w.uvarint(e.Version)
+		w.bytes(e.Nonce)
+		w.varint(e.TS)
+		w.varint(e.Retention)
+		w.uvarint(e.MaxIDs)
 	default:
 		return nil, fmt.Errorf("encode entry: unknown entry type %T", e)
 	}
@@ -249,6 +258,9 @@ func decodeV2(body []byte) (Entry, error) {
 		e = TransferEntry{Holder: r.str(), Epoch: r.uvarint(), PrevRev: r.uvarint(), To: r.str(), TS: r.varint()}
 	case kindCommit:
 		e = CommitEntry{Raw: r.bytes()}
+	case kindGenesis:
+		e = GenesisEntry{Chain: r.str(), Version: r.uvarint(), Nonce: r.bytes(), TS: r.varint(),
+			Retention: r.varint(), MaxIDs: r.uvarint()}
 	default:
 		if r.err == nil {
 			return nil, fmt.Errorf("%w: unknown kind %d", ErrMalformed, k)

@@ -36,8 +36,9 @@ func checkMeta(v byte, b []byte) error {
 	return err
 }
 
-// convertLayout rewrites the state in tx from layout v to the current one.
-func convertLayout(tx *bolt.Tx, v byte) error {
+// convertLayout rewrites the state in tx from layout v to the current one. verify is
+// the FSM's commit verifier (a legacy state's chain DID is the one its commits carry).
+func convertLayout(tx *bolt.Tx, v byte, verify CommitVerifier) error {
 	if v != 1 {
 		return fmt.Errorf("%w: no conversion from layout %d", ErrMalformed, v)
 	}
@@ -55,6 +56,16 @@ func convertLayout(tx *bolt.Tx, v byte) error {
 			return fmt.Errorf("lease history %x: %w", k, err)
 		}
 		m.Lease.Rev = ev.Index
+	}
+	// Layout 3: the chain DID. A layout-1 state has no genesis; replaying its log
+	// fixes the chain with the first accepted commit, and every accepted commit
+	// carries that DID, so the head commit names it.
+	if m.Head.Seq > 0 && verify != nil {
+		if raw := tx.Bucket(bChain).Get(u64key(m.Head.Seq)); raw != nil {
+			if info, ok := verifySafely(verify, raw); ok {
+				m.Chain = info.Chain
+			}
+		}
 	}
 	return tx.Bucket(bMeta).Put(keyState, m.encode())
 }

@@ -69,6 +69,16 @@ func genLogs(t testing.TB, ref *harness, rng *rand.Rand, n int) []*raft.Log {
 			})
 			e = CommitEntry{Raw: raw}
 		case 11:
+			if rng.Intn(8) == 0 {
+				nonce := make([]byte, 16)
+				rng.Read(nonce)
+				chain := testChain
+				if rng.Intn(4) == 0 {
+					chain = "did:key:zother"
+				}
+				e = GenesisEntry{Chain: chain, Version: 1, Nonce: nonce, TS: rng.Int63n(1e6)}
+				break
+			}
 			if rng.Intn(2) == 0 {
 				b := make([]byte, rng.Intn(20))
 				rng.Read(b)

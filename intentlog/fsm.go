@@ -109,7 +109,7 @@ func (f *FSM) loadHot() error {
 
 func viewOf(m metaState) View {
 	return View{AppliedIndex: m.Applied, Lease: m.Lease, Head: m.Head,
-		Pending: int(m.PendCount), PendingBytes: int64(m.PendBytes)}
+		Pending: int(m.PendCount), PendingBytes: int64(m.PendBytes), Chain: m.Chain, Genesis: m.Genesis}
 }
 
 // Close closes the state file and every subscription.

@@ -328,6 +328,13 @@ func (l *Log) Leader() (raft.ServerAddress, raft.ServerID) { return l.raft.Leade
 // View returns the locally applied hot state. It never blocks and never waits on Raft.
 func (l *Log) View() View { return l.fsm.View() }
 
+// Genesis returns the chain identity stored in the replicated state, if a genesis was
+// applied. It reads local state; it does not wait on Raft.
+func (l *Log) Genesis() (Genesis, bool) {
+	g := l.fsm.View().Genesis
+	return g, g.Index != 0
+}
+
 // Rejections returns the rejection counters by reason (a copy).
 func (l *Log) Rejections() map[Reason]uint64 { return l.fsm.Rejections() }
 

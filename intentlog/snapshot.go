@@ -167,7 +167,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err := removeIfExists(tmp); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	if err := loadDump(rc, tmp); err != nil {
+	if err := loadDump(rc, tmp, f.verify); err != nil {
 		_ = removeIfExists(tmp)
 		return fmt.Errorf("restore: %w", err)
 	}
@@ -202,7 +202,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 }
 
 // loadDump validates a dump while writing it into a new bbolt file at path.
-func loadDump(r io.Reader, path string) (err error) {
+func loadDump(r io.Reader, path string, verify CommitVerifier) (err error) {
 	s := &snapReader{r: bufio.NewReaderSize(r, 64<<10), h: sha256.New()}
 	version, _, err := s.header()
 	if err != nil {
@@ -311,7 +311,7 @@ func loadDump(r io.Reader, path string) (err error) {
 		return fmt.Errorf("%w: snapshot has no meta state", ErrMalformed)
 	}
 	if version != layoutVersion {
-		if err := convertLayout(tx, version); err != nil {
+		if err := convertLayout(tx, version, verify); err != nil {
 			return fmt.Errorf("convert snapshot from layout %d: %w", version, err)
 		}
 	}

@@ -42,6 +42,8 @@ type metaState struct {
 	HistNext    uint64 // next history key
 	HistCount   uint64
 	ConfigIndex uint64 // index of the applied membership configuration
+	Chain       string // chain DID (the genesis's, or fixed by the first commit)
+	Genesis     Genesis
 }
 
 // layoutVersion is the version of state.db's layout and of the snapshot format (the
@@ -50,10 +52,11 @@ type metaState struct {
 //
 //	1  the first layout (commit a51a2ca and before)
 //	2  the lease record carries its revision (Lease.Rev)
+//	3  the chain DID and the genesis in meta
 //
 // A state.db of an older layout is set aside and rebuilt from the snapshot and the log
 // (see NewFSM); a snapshot of an older layout is converted on restore (convert.go).
-const layoutVersion = 2
+const layoutVersion = 3
 
 func (m *metaState) encode() []byte {
 	w := &wbuf{}
@@ -65,7 +68,43 @@ func (m *metaState) encode() []byte {
 		m.DedupeCount, m.HistNext, m.HistCount, m.ConfigIndex} {
 		w.uvarint(v)
 	}
+	w.str(m.Chain)
+	encodeGenesis(w, m.Genesis)
 	return w.b
+}
+
+func encodeGenesis(w *wbuf, g Genesis) {
+	w.uvarint(g.Index)
+	if g.Index == 0 {
+		return // none
+	}
+	w.str(g.Chain)
+	w.uvarint(g.Version)
+	w.b = append(w.b, g.Nonce[:]...)
+	w.varint(g.TS)
+	w.varint(g.Retention)
+	w.uvarint(g.MaxIDs)
+	w.b = append(w.b, g.Hash[:]...)
+}
+
+func decodeGenesis(r *rbuf) Genesis {
+	var g Genesis
+	if g.Index = r.uvarint(); g.Index == 0 {
+		return g
+	}
+	g.Chain = r.str()
+	g.Version = r.uvarint()
+	if r.err == nil && len(r.b) < GenesisNonceLen {
+		r.fail("short genesis nonce")
+	} else if r.err == nil {
+		copy(g.Nonce[:], r.b)
+		r.b = r.b[GenesisNonceLen:]
+	}
+	g.TS = r.varint()
+	g.Retention = r.varint()
+	g.MaxIDs = r.uvarint()
+	g.Hash = r.hash32()
+	return g
 }
 
 func decodeMeta(b []byte) (metaState, error) {
@@ -81,6 +120,8 @@ func decodeMeta(b []byte) (metaState, error) {
 		&m.DedupeCount, &m.HistNext, &m.HistCount, &m.ConfigIndex} {
 		*p = r.uvarint()
 	}
+	m.Chain = r.str()
+	m.Genesis = decodeGenesis(r)
 	return m, r.done()
 }
 

@@ -56,17 +56,38 @@ type Head struct {
 // CommitInfo is what the apply needs to know about a signed commit. The commit format
 // belongs to package signer; the apply sees it only through a CommitVerifier.
 type CommitInfo struct {
+	Chain  string // the chain key's did:key, as the commit names it (`chain`)
 	Seq    uint64
 	Epoch  uint64
 	Signer string
 	Prev   []byte // nil at Seq 1, else 32 bytes
 	Ops    []Intent
+	Time   int64 // the commit's `time`: the holder's wall clock, unix ms
 }
 
 // CommitVerifier decodes a commit's full encoding, checks that it is canonical and that
-// its signature verifies under the chain key, and returns its fields. It must be
-// deterministic (same bytes in, same answer out) because the apply calls it.
+// its signature verifies under the key named by the commit's own chain field, and
+// returns its fields (Chain included). It does not decide which chain is the right
+// one: the apply compares Chain with the chain DID in the replicated state (the
+// genesis's), so a device's configuration never decides what the log accepts. It must
+// be deterministic (same bytes in, same answer out) because the apply calls it.
 type CommitVerifier func(raw []byte) (CommitInfo, error)
+
+// Genesis is the chain identity stored in the replicated state: the accepted
+// GenesisEntry, with the hash of its encoded bytes and its log index. The zero value
+// (Index 0) means none.
+type Genesis struct {
+	Chain     string // the chain key's did:key
+	Version   uint64 // commit format version (CommitFormatVersion)
+	Nonce     [GenesisNonceLen]byte
+	TS        int64  // bootstrapper's wall clock, unix ms
+	Retention int64  // dedupe retention as given (ms; 0 = DefaultRetention)
+	MaxIDs    uint64 // cap on remembered intent IDs (0 = none)
+	// Hash is the genesis hash: SHA-256 of the entry's encoded bytes as they are in
+	// the log. Two histories never share one (the nonce).
+	Hash  [32]byte
+	Index uint64 // Raft index of the genesis entry
+}
 
 // Entry is one Raft log entry: exactly one of the kinds below. Encode and Decode (in
 // codec.go) turn an Entry into versioned bytes and back.
@@ -138,6 +159,25 @@ type TransferEntry struct {
 	v1 bool
 }
 
+// GenesisEntry fixes the chain's identity in the replicated state. Accepted once: when
+// no genesis is stored and, if commits were already applied (a legacy log without
+// one), Chain is the DID those commits carry. The node proposes it when it bootstraps
+// a cluster, and on its first start on a log that has none.
+type GenesisEntry struct {
+	Chain   string // the chain key's did:key
+	Version uint64 // commit format version: CommitFormatVersion
+	// Nonce is GenesisNonceLen random bytes picked by the bootstrapper, so that every
+	// history's genesis (and genesis hash) is unique.
+	Nonce []byte
+	TS    int64 // bootstrapper's wall clock, unix ms
+	// Retention is how long (ms) the dedupe window remembers an intent ID at least, in
+	// log time; 0 means DefaultRetention.
+	Retention int64
+	// MaxIDs caps the remembered intent IDs (the operator's size budget); 0 means no
+	// cap. New intents get ReasonBacklog rather than evict an ID within the retention.
+	MaxIDs uint64
+}
+
 // CommitEntry carries a signed commit's full encoding (format owned by package signer).
 type CommitEntry struct {
 	Raw []byte
@@ -151,6 +191,7 @@ func (RenewEntry) isEntry()    {}
 func (ReleaseEntry) isEntry()  {}
 func (TransferEntry) isEntry() {}
 func (CommitEntry) isEntry()   {}
+func (GenesisEntry) isEntry()  {}
 
 // Reason is a stable, machine-readable rejection code ("" when accepted).
 type Reason string
@@ -172,6 +213,8 @@ const (
 	ReasonBadEntry      Reason = "bad_entry"      // fields out of range (e.g. ttl <= 0)
 	ReasonBacklog       Reason = "backlog"        // pending queue full (DedupeWindow intents): retry once the chain moves
 	ReasonStaleRev      Reason = "stale_rev"      // lease write's PrevRev != stored lease revision (the record changed since it was read)
+	ReasonGenesisExists Reason = "genesis_exists" // a genesis is stored already
+	ReasonBadChain      Reason = "bad_chain"      // commit (or late genesis) names another chain than the stored one
 )
 
 // IntentResult is the outcome of one intent in an IntentsEntry. A repeated ID reports
@@ -206,6 +249,10 @@ type View struct {
 	Head         Head
 	Pending      int   // intents accepted but not yet signed
 	PendingBytes int64 // their total path+value bytes
+	// Chain is the chain DID commits must carry: the genesis's, or in a legacy log
+	// without one the DID of the first accepted commit; "" before either.
+	Chain   string
+	Genesis Genesis // zero (Index 0) until a genesis is applied
 }
 
 // LeaseEvent is one line of the lease history (the audit trail).

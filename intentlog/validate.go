@@ -15,6 +15,12 @@ const (
 	MaxValueLen  = 1 << 20 // bytes in a record value
 	MaxHolderLen = 256     // bytes in a lease holder or transfer target
 	MaxReasonLen = 1024    // bytes in a steal reason
+	MaxChainLen  = 256     // bytes in a genesis chain DID
+	// GenesisNonceLen is the length of a genesis nonce.
+	GenesisNonceLen = 16
+	// CommitFormatVersion is the commit format version a genesis declares: the only
+	// one this apply knows (package signer's format, version 1).
+	CommitFormatVersion = 1
 	// MaxEntryBytes bounds one encoded entry accepted by Propose and ApplyEncoded.
 	MaxEntryBytes = 16 << 20
 	// DedupeWindow is how many of the most recent accepted intent IDs are remembered.
@@ -145,6 +151,22 @@ func validPathV1(p string) bool {
 		}
 	}
 	return true
+}
+
+// validChain checks a genesis chain DID.
+func validChain(c string) Reason {
+	switch {
+	case c == "" || !utf8.ValidString(c):
+		return ReasonBadEntry
+	case len(c) > MaxChainLen:
+		return ReasonTooLarge
+	}
+	for _, r := range c {
+		if unicode.IsControl(r) || unicode.IsSpace(r) {
+			return ReasonBadEntry
+		}
+	}
+	return ""
 }
 
 // validHolder checks a lease holder or transfer target.

@@ -33,10 +33,28 @@ func verifyWith(raw []byte, chain string, pub PublicKey) (Commit, error) {
 	return c, nil
 }
 
-// Verifier adapts Verify to the apply: it returns an intentlog.CommitVerifier that
-// accepts only commits of chain. The did:key is parsed once; if it does not parse,
-// every call fails with ReasonBadChainKey.
+// Verifier adapts Verify to the apply: it returns an intentlog.CommitVerifier. With
+// chain "" it verifies each commit under the key its own chain field names, which is
+// the apply's contract (the apply compares that chain with the genesis DID in the
+// replicated state). With a chain it accepts only commits of that chain; the did:key
+// is parsed once, and if it does not parse every call fails with ReasonBadChainKey.
 func Verifier(chain string) intentlog.CommitVerifier {
+	if chain == "" {
+		return func(raw []byte) (intentlog.CommitInfo, error) {
+			c, _, err := decode(raw)
+			if err != nil {
+				return intentlog.CommitInfo{}, err
+			}
+			pub, err := ParseDID(c.Chain)
+			if err != nil {
+				return intentlog.CommitInfo{}, &VerifyError{Reason: ReasonBadChainKey, Seq: c.Seq, Err: err}
+			}
+			if c, err = verifyWith(raw, c.Chain, pub); err != nil {
+				return intentlog.CommitInfo{}, err
+			}
+			return commitInfo(c), nil
+		}
+	}
 	pub, perr := ParseDID(chain)
 	return func(raw []byte) (intentlog.CommitInfo, error) {
 		if perr != nil {
@@ -46,8 +64,13 @@ func Verifier(chain string) intentlog.CommitVerifier {
 		if err != nil {
 			return intentlog.CommitInfo{}, err
 		}
-		return intentlog.CommitInfo{Seq: c.Seq, Epoch: c.Epoch, Signer: c.Signer, Prev: c.Prev, Ops: c.Ops}, nil
+		return commitInfo(c), nil
 	}
+}
+
+func commitInfo(c Commit) intentlog.CommitInfo {
+	return intentlog.CommitInfo{Chain: c.Chain, Seq: c.Seq, Epoch: c.Epoch, Signer: c.Signer,
+		Prev: c.Prev, Ops: c.Ops, Time: c.Time}
 }
 
 // ChainVerifier checks a chain one commit at a time, in order: each commit must
