@@ -18,8 +18,9 @@ type applier struct {
 	tx       *bolt.Tx
 	verify   CommitVerifier
 	knobs    knobs.Intentlog
-	dedupe   uint64 // window size
 	histMax  uint64
+	maxPend  uint64 // MaxPending (tests lower it)
+	budget   int    // dedupe evictions left for the current entry (evictPerEntry)
 	m        metaState
 	rej      map[Reason]uint64 // rejection counts after this batch (copy of the stored ones)
 	rejDirty bool
@@ -49,6 +50,16 @@ func (a *applier) apply(l *raft.Log) any {
 	if err != nil {
 		return a.reject(l.Index, ReasonMalformed)
 	}
+	a.budget = evictPerEntry
+	res := a.command(l, e)
+	if res.Accepted {
+		// Only after an accepted entry: a rejected one changes nothing but its counter.
+		a.evictExpired()
+	}
+	return res
+}
+
+func (a *applier) command(l *raft.Log, e Entry) Result {
 	switch e := e.(type) {
 	case IntentsEntry:
 		return a.intents(l.Index, e)
@@ -105,21 +116,18 @@ func (a *applier) intents(idx uint64, e IntentsEntry) Result {
 			ir.Reason = r
 			a.countReject(r)
 		} else if d, ok := a.dedupeGet(in.ID); ok {
-			ir = IntentResult{ID: in.ID, Accepted: true, Index: d.Index, Duplicate: true, Seq: d.Seq}
-		} else if a.m.PendCount >= a.dedupe {
-			// The queue is FIFO and commits take its oldest intents, so while at most
-			// dedupe intents are pending every pending ID is still in the dedupe window:
-			// a retried ID can never be queued twice. Beyond that, refuse (the client
-			// retries once the chain moves) rather than forget IDs that are unsigned.
-			ir.Reason = ReasonBacklog
-			a.countReject(ReasonBacklog)
+			ir = d.result(in.ID)
+			ir.Duplicate = true
+		} else if r := a.admit(e.v1); r != "" {
+			ir.Reason = r
+			a.countReject(r)
 		} else {
 			if in.Op == OpDel {
 				in.Value = nil
 			}
 			a.pendingPush(in)
-			a.dedupePut(in.ID, idx)
-			ir.Accepted, ir.Index = true, idx
+			d := a.dedupePut(in.ID, idx, e.v1)
+			ir = d.result(in.ID)
 			a.events = append(a.events, IntentAccepted{ID: in.ID, Index: idx})
 			a.changed = true
 		}
@@ -137,6 +145,35 @@ func (a *applier) intents(idx uint64, e IntentsEntry) Result {
 	return res
 }
 
+// admit decides whether one more intent may be queued and remembered: "" or
+// ReasonBacklog (retryable: the client tries again once the chain moves or time
+// passes).
+func (a *applier) admit(v1 bool) Reason {
+	if v1 {
+		// Version 1's rule: at most legacyDedupeWindow pending, so that no pending ID
+		// left its count window.
+		if a.m.PendCount >= legacyDedupeWindow {
+			return ReasonBacklog
+		}
+		return ""
+	}
+	if a.m.PendCount >= a.maxPend {
+		return ReasonBacklog
+	}
+	if max := a.m.Genesis.MaxIDs; max > 0 && a.m.DedupeCount >= max {
+		// At the operator's cap: make room only by forgetting an ID that may be
+		// forgotten (signed and older than the retention), never a younger one. Only
+		// when that makes room, so that a refused intent changes nothing.
+		if a.m.DedupeCount == max {
+			a.evictExpiredN(1)
+		}
+		if a.m.DedupeCount >= max {
+			return ReasonBacklog
+		}
+	}
+	return ""
+}
+
 // validIntent returns why in is refused ("" if valid): ValidateIntent's rule, or for
 // a version-1 entry the rule that version's apply had.
 func (a *applier) validIntent(in Intent, v1 bool) Reason {
@@ -150,10 +187,43 @@ func (a *applier) validIntent(in Intent, v1 bool) Reason {
 }
 
 func (a *applier) pendingPush(in Intent) {
-	must(a.tx.Bucket(bPending).Put(u64key(a.m.PendNext), encodeIntentValue(in)))
+	must(a.bucket(bPending).Put(u64key(a.m.PendNext), encodeIntentValue(in)))
 	a.m.PendNext++
 	a.m.PendCount++
 	a.m.PendBytes += uint64(len(in.Path) + len(in.Value))
+}
+
+// --- the dedupe window ---
+//
+// Every accepted intent ID is remembered with its result (dedupeEntry) in bDedupe, and
+// its insertion order in bDedupeOrder. Insertion order is log-time order (log time
+// never decreases), so eviction looks only at the oldest: it stops at the first ID
+// that is still pending (never forget an unsigned ID: its retry must find it) or
+// younger than the retention. Eviction runs after every accepted entry, at most
+// evictPerEntry IDs each time, so a big jump in log time never makes one huge
+// transaction.
+
+// retention is the dedupe retention in ms.
+func (a *applier) retention() int64 {
+	if r := a.m.Genesis.Retention; r > 0 {
+		return r
+	}
+	return DefaultRetention
+}
+
+// advance moves log time to ts if ts is later (log time never decreases). Only
+// version-2 entries call it: version-1 entries did not keep log time, and a converted
+// old snapshot must equal its replayed log.
+func (a *applier) advance(ts int64) {
+	if ts <= a.m.LogTime {
+		return
+	}
+	if a.m.TimeOrigin == 0 {
+		// IDs remembered before log time started (log time 0: a legacy log) count
+		// from here.
+		a.m.TimeOrigin = ts
+	}
+	a.m.LogTime = ts
 }
 
 func (a *applier) dedupeGet(id string) (dedupeEntry, bool) {
@@ -168,23 +238,79 @@ func (a *applier) dedupeGet(id string) (dedupeEntry, bool) {
 	return d, true
 }
 
-func (a *applier) dedupePut(id string, idx uint64) {
-	d := dedupeEntry{Order: a.m.DedupeNext, Index: idx}
-	a.m.DedupeNext++
-	must(a.tx.Bucket(bDedupe).Put([]byte(id), d.encode()))
-	must(a.tx.Bucket(bDedupeOrder).Put(u64key(d.Order), []byte(id)))
-	a.m.DedupeCount++
-	order := a.tx.Bucket(bDedupeOrder)
-	for a.m.DedupeCount > a.dedupe {
-		c := order.Cursor()
-		k, oldID := c.First()
-		if k == nil {
-			panic("intentlog: dedupe count exceeds dedupe order bucket")
+// dedupePut remembers id as accepted by the entry at idx, now (log time).
+func (a *applier) dedupePut(id string, idx uint64, v1 bool) dedupeEntry {
+	d := dedupeEntry{Order: a.m.DedupeNext, Index: idx, LogTime: a.m.LogTime}
+	a.dedupeStore(id, d)
+	switch {
+	case v1:
+		// Version 1's count window: the oldest go once more than legacyDedupeWindow
+		// are remembered (bounded like any eviction; a version-1 log never holds more).
+		for n := 0; a.m.DedupeCount > legacyDedupeWindow && n < evictPerEntry; n++ {
+			a.evictOldest()
 		}
-		must(a.tx.Bucket(bDedupe).Delete(oldID))
-		must(c.Delete())
-		a.m.DedupeCount--
+	case a.knobs.DedupeCount > 0:
+		for a.m.DedupeCount > uint64(a.knobs.DedupeCount) {
+			a.evictOldest()
+		}
 	}
+	return d
+}
+
+func (a *applier) dedupeStore(id string, d dedupeEntry) {
+	must(a.tx.Bucket(bDedupe).Put([]byte(id), d.encode()))
+	must(a.bucket(bDedupeOrder).Put(u64key(d.Order), []byte(id)))
+	a.m.DedupeNext++
+	a.m.DedupeCount++
+}
+
+// evictExpired forgets the oldest IDs that may be forgotten, within the entry's budget.
+func (a *applier) evictExpired() { a.evictExpiredN(a.budget) }
+
+func (a *applier) evictExpiredN(n int) {
+	if a.knobs.DedupeCount > 0 || a.m.LogTime <= 0 {
+		return // the knob's count window replaces this; no log time, no age
+	}
+	keep := a.retention()
+	order := a.bucket(bDedupeOrder)
+	for ; n > 0 && a.budget > 0; n-- {
+		k, id := order.Cursor().First()
+		if k == nil {
+			return
+		}
+		d, ok := a.dedupeGet(string(id))
+		if !ok {
+			panic(fmt.Sprintf("intentlog: dedupe order %x names %q, which is not remembered", k, id))
+		}
+		if d.Seq == 0 || a.m.LogTime-max(d.LogTime, a.m.TimeOrigin) <= keep {
+			return // pending, or within the retention: so is everything after it
+		}
+		a.evictOldest()
+	}
+}
+
+// evictOldest forgets the oldest remembered ID, whatever its state.
+func (a *applier) evictOldest() {
+	c := a.bucket(bDedupeOrder).Cursor()
+	k, id := c.First()
+	if k == nil {
+		panic("intentlog: dedupe count exceeds dedupe order bucket")
+	}
+	must(a.tx.Bucket(bDedupe).Delete(id))
+	must(c.Delete())
+	a.m.DedupeCount--
+	a.budget--
+}
+
+// bucket returns a bucket of the transaction; the append-mostly ones (sequential keys)
+// are filled to the brim instead of half, which halves their size on disk.
+func (a *applier) bucket(name []byte) *bolt.Bucket {
+	b := a.tx.Bucket(name)
+	switch string(name) {
+	case string(bDedupeOrder), string(bPending), string(bChain), string(bHistory):
+		b.FillPercent = 1.0
+	}
+	return b
 }
 
 // --- lease ---
@@ -195,7 +321,7 @@ func (a *applier) history(ev LeaseEvent) {
 	a.m.Lease.Rev = ev.Index
 	w := &wbuf{}
 	encodeLeaseEvent(w, ev)
-	h := a.tx.Bucket(bHistory)
+	h := a.bucket(bHistory)
 	must(h.Put(u64key(a.m.HistNext), w.b))
 	a.m.HistNext++
 	a.m.HistCount++
@@ -228,6 +354,9 @@ func (a *applier) claim(idx uint64, e ClaimEntry) Result {
 	}
 	prior := a.m.Lease.Holder
 	a.m.Lease = Lease{Holder: e.Holder, Epoch: e.Epoch, TS: e.TS, TTL: e.TTL}
+	if !e.v1 {
+		a.advance(e.TS)
+	}
 	ev := LeaseEvent{Index: idx, Event: "claim", Holder: e.Holder, Epoch: e.Epoch, TS: e.TS}
 	if e.Force {
 		ev.Event, ev.Prior, ev.Reason = "steal", prior, e.Reason
@@ -288,6 +417,9 @@ func (a *applier) renew(idx uint64, e RenewEntry) Result {
 		return a.reject(idx, r)
 	}
 	a.m.Lease.TS = e.TS
+	if !e.v1 {
+		a.advance(e.TS)
+	}
 	a.history(LeaseEvent{Index: idx, Event: "renew", Holder: e.Holder, Epoch: e.Epoch, TS: e.TS})
 	return a.result(idx)
 }
@@ -315,6 +447,9 @@ func (a *applier) transfer(idx uint64, e TransferEntry) Result {
 		return a.reject(idx, ReasonBadEntry)
 	}
 	a.m.Lease = Lease{Holder: e.To, Epoch: e.Epoch + 1, TS: e.TS, TTL: a.m.Lease.TTL}
+	if !e.v1 {
+		a.advance(e.TS)
+	}
 	a.history(LeaseEvent{Index: idx, Event: "transfer", Holder: e.To, Epoch: e.Epoch + 1,
 		TS: e.TS, Prior: e.Holder})
 	return a.result(idx)
@@ -368,7 +503,10 @@ func (a *applier) commit(idx uint64, e CommitEntry) Result {
 		k, v = c.Next()
 	}
 	// Accepted: dequeue, update records and dedupe, extend the chain.
-	seq := info.Seq
+	seq, hash := info.Seq, sha256.Sum256(e.Raw)
+	if !e.v1 {
+		a.advance(info.Time)
+	}
 	recs := pend.Tx().Bucket(bRecords)
 	for range info.Ops {
 		_, v := c.First()
@@ -383,12 +521,12 @@ func (a *applier) commit(idx uint64, e CommitEntry) Result {
 			must(recs.Delete([]byte(in.Path)))
 		}
 		if d, ok := a.dedupeGet(in.ID); ok && d.Index > 0 {
-			d.Seq = seq
+			d.Seq, d.Hash = seq, hash
 			must(a.tx.Bucket(bDedupe).Put([]byte(in.ID), d.encode()))
 		}
 	}
-	must(a.tx.Bucket(bChain).Put(u64key(seq), e.Raw))
-	a.m.Head = Head{Seq: seq, Hash: sha256.Sum256(e.Raw), Epoch: info.Epoch, Signer: info.Signer}
+	must(a.bucket(bChain).Put(u64key(seq), e.Raw))
+	a.m.Head = Head{Seq: seq, Hash: hash, Epoch: info.Epoch, Signer: info.Signer}
 	if a.m.Chain == "" {
 		// A legacy log without a genesis: the first accepted commit fixes the chain.
 		a.m.Chain = info.Chain
@@ -418,6 +556,7 @@ func (a *applier) genesis(idx uint64, e GenesisEntry, data []byte) Result {
 		MaxIDs: e.MaxIDs, Hash: sha256.Sum256(data), Index: idx}
 	copy(g.Nonce[:], e.Nonce)
 	a.m.Genesis, a.m.Chain = g, e.Chain
+	a.advance(e.TS)
 	a.events = append(a.events, GenesisApplied{Genesis: g})
 	a.changed = true
 	return a.result(idx)

@@ -431,35 +431,6 @@ func TestApplySkipsAppliedIndexes(t *testing.T) {
 	}
 }
 
-func TestDedupeWindowEvictsOldest(t *testing.T) {
-	h := newHarness(t)
-	h.f.dedupeWindow = 2
-	held(h)
-	h.mustAccept(one(put("a", "c/1", "")))
-	h.mustAccept(one(put("b", "c/1", "")))
-	if r := h.apply(one(put("a", "c/1", ""))); !r.Intents[0].Duplicate {
-		t.Fatal("a should still be in the window")
-	}
-	if r, _ := h.commitPending(2); !r.Accepted {
-		t.Fatalf("commit: %s", r.Reason)
-	}
-	h.mustAccept(one(put("c", "c/1", "")))
-	if r := h.apply(one(put("a", "c/1", ""))); r.Intents[0].Duplicate {
-		t.Fatal("a should have been evicted")
-	}
-	// "a" is back (pending again: a retry after the window forgot it), so "b" was
-	// evicted now; "c" remains.
-	if r, _ := h.commitPending(2); !r.Accepted {
-		t.Fatalf("commit: %s", r.Reason)
-	}
-	if r := h.apply(one(put("c", "c/1", ""))); !r.Intents[0].Duplicate {
-		t.Fatal("c should be in the window")
-	}
-	if r := h.apply(one(put("b", "c/1", ""))); r.Intents[0].Duplicate {
-		t.Fatal("b should have been evicted")
-	}
-}
-
 func TestLeaseHistoryBounded(t *testing.T) {
 	h := newHarness(t)
 	h.f.historyLen = 3
@@ -484,33 +455,5 @@ func TestMembersFromConfiguration(t *testing.T) {
 	}
 	if len(ms) != 2 || ms[0].ID != "a" || ms[0].Address != "addr-a" || ms[1].ID != "c" || ms[1].Suffrage != raft.Nonvoter {
 		t.Fatalf("members %+v", ms)
-	}
-}
-
-// A full pending queue refuses new intents (ReasonBacklog) instead of letting an
-// unsigned ID leave the dedupe window, where a retry would queue it a second time.
-func TestBacklogKeepsPendingIDsInDedupeWindow(t *testing.T) {
-	h := newHarness(t)
-	h.f.dedupeWindow = 2
-	held(h)
-	h.mustAccept(one(put("a", "c/1", "")))
-	h.mustAccept(one(put("b", "c/2", "")))
-	r := h.apply(one(put("c", "c/3", "")))
-	if r.Accepted || r.Intents[0].Reason != ReasonBacklog {
-		t.Fatalf("third intent with two pending and a window of 2: %+v", r)
-	}
-	if got := h.f.Rejections()[ReasonBacklog]; got != 1 {
-		t.Fatalf("backlog rejections %d, want 1", got)
-	}
-	// A retry of a pending intent is still a duplicate, not a second copy.
-	if r := h.apply(one(put("a", "c/1", ""))); !r.Intents[0].Duplicate {
-		t.Fatalf("retry of pending a: %+v", r)
-	}
-	if r, _ := h.commitPending(1); !r.Accepted {
-		t.Fatalf("commit: %s", r.Reason)
-	}
-	h.mustAccept(one(put("c", "c/3", "")))
-	if p := h.pending(); len(p) != 2 || p[0].ID != "b" || p[1].ID != "c" {
-		t.Fatalf("pending %+v", p)
 	}
 }

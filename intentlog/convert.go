@@ -1,6 +1,7 @@
 package intentlog
 
 import (
+	"crypto/sha256"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -66,6 +67,31 @@ func convertLayout(tx *bolt.Tx, v byte, verify CommitVerifier) error {
 				m.Chain = info.Chain
 			}
 		}
+	}
+	// Layout 4: log time. Version-1 entries do not keep log time (so that this
+	// conversion and a replay agree): the converted state has log time 0, and its
+	// remembered IDs were accepted at log time 0. Their entries gain the hash of the
+	// commit that signed them, read from the chain.
+	d := tx.Bucket(bDedupe)
+	c := d.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		r := &rbuf{b: v}
+		e := dedupeEntry{Order: r.uvarint(), Index: r.uvarint(), Seq: r.uvarint()}
+		if err := r.done(); err != nil {
+			return fmt.Errorf("dedupe entry %q: %w", k, err)
+		}
+		if e.Seq > 0 {
+			raw := tx.Bucket(bChain).Get(u64key(e.Seq))
+			if raw == nil {
+				return fmt.Errorf("%w: dedupe entry %q names commit %d, which the chain lacks", ErrMalformed, k, e.Seq)
+			}
+			e.Hash = sha256.Sum256(raw)
+		}
+		k = append([]byte{}, k...)
+		if err := d.Put(k, e.encode()); err != nil {
+			return err
+		}
+		c.Seek(k) // a write may invalidate the cursor: reposition it
 	}
 	return tx.Bucket(bMeta).Put(keyState, m.encode())
 }

@@ -28,9 +28,10 @@ type FSM struct {
 	verify CommitVerifier
 	knobs  knobs.Intentlog // test-only behaviour changes; the zero value is production
 
-	// Deterministic parameters: every replica must use the same values.
-	dedupeWindow uint64
-	historyLen   uint64
+	// Deterministic parameters: every replica must use the same values (tests lower
+	// them).
+	maxPending uint64
+	historyLen uint64
 
 	mu     sync.RWMutex // held for reading while using db; for writing to swap it
 	db     *bolt.DB
@@ -66,11 +67,11 @@ func NewFSM(dir string, verify CommitVerifier) (*FSM, error) {
 
 func newFSM(dir string, verify CommitVerifier, k *knobs.Intentlog) (*FSM, error) {
 	f := &FSM{
-		path:         filepath.Join(dir, StateFile),
-		verify:       verify,
-		dedupeWindow: DedupeWindow,
-		historyLen:   LeaseHistoryLen,
-		notify:       newNotifier(),
+		path:       filepath.Join(dir, StateFile),
+		verify:     verify,
+		maxPending: MaxPending,
+		historyLen: LeaseHistoryLen,
+		notify:     newNotifier(),
 	}
 	if k != nil {
 		f.knobs = *k // a copy: the apply's behaviour cannot change under it
@@ -109,7 +110,8 @@ func (f *FSM) loadHot() error {
 
 func viewOf(m metaState) View {
 	return View{AppliedIndex: m.Applied, Lease: m.Lease, Head: m.Head,
-		Pending: int(m.PendCount), PendingBytes: int64(m.PendBytes), Chain: m.Chain, Genesis: m.Genesis}
+		Pending: int(m.PendCount), PendingBytes: int64(m.PendBytes), Chain: m.Chain, Genesis: m.Genesis,
+		LogTime: m.LogTime, Remembered: int(m.DedupeCount)}
 }
 
 // Close closes the state file and every subscription.
@@ -147,7 +149,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	}
 	old := f.hot.Load()
 	err := f.db.Update(func(tx *bolt.Tx) error {
-		a = &applier{tx: tx, verify: f.verify, knobs: f.knobs, dedupe: f.dedupeWindow, histMax: f.historyLen,
+		a = &applier{tx: tx, verify: f.verify, knobs: f.knobs, maxPend: f.maxPending, histMax: f.historyLen,
 			m: readMeta(tx), rej: maps.Clone(old.rejections)}
 		for i, l := range logs {
 			out[i] = a.apply(l)

@@ -44,6 +44,8 @@ type metaState struct {
 	ConfigIndex uint64 // index of the applied membership configuration
 	Chain       string // chain DID (the genesis's, or fixed by the first commit)
 	Genesis     Genesis
+	LogTime     int64 // unix ms: the latest timestamp of an accepted version-2 entry that carries one
+	TimeOrigin  int64 // the first nonzero log time (IDs remembered before it count from it)
 }
 
 // layoutVersion is the version of state.db's layout and of the snapshot format (the
@@ -53,10 +55,11 @@ type metaState struct {
 //	1  the first layout (commit a51a2ca and before)
 //	2  the lease record carries its revision (Lease.Rev)
 //	3  the chain DID and the genesis in meta
+//	4  log time; dedupe entries carry log time and commit hash
 //
 // A state.db of an older layout is set aside and rebuilt from the snapshot and the log
 // (see NewFSM); a snapshot of an older layout is converted on restore (convert.go).
-const layoutVersion = 3
+const layoutVersion = 4
 
 func (m *metaState) encode() []byte {
 	w := &wbuf{}
@@ -70,6 +73,8 @@ func (m *metaState) encode() []byte {
 	}
 	w.str(m.Chain)
 	encodeGenesis(w, m.Genesis)
+	w.varint(m.LogTime)
+	w.varint(m.TimeOrigin)
 	return w.b
 }
 
@@ -122,28 +127,45 @@ func decodeMeta(b []byte) (metaState, error) {
 	}
 	m.Chain = r.str()
 	m.Genesis = decodeGenesis(r)
+	m.LogTime = r.varint()
+	m.TimeOrigin = r.varint()
 	return m, r.done()
 }
 
-// dedupeEntry is what the dedupe window remembers about an accepted intent ID.
+// dedupeEntry is what the dedupe window remembers about an accepted intent ID: its
+// original result.
 type dedupeEntry struct {
-	Order uint64 // key in dedupe_order
-	Index uint64 // Raft index of the entry that accepted it
-	Seq   uint64 // commit that signed it, 0 until signed
+	Order   uint64   // key in dedupe_order
+	Index   uint64   // Raft index of the entry that accepted it
+	LogTime int64    // log time when it was accepted (0: before log time existed)
+	Seq     uint64   // commit that signed it, 0 while pending
+	Hash    [32]byte // that commit's hash (when Seq > 0)
 }
 
 func (d dedupeEntry) encode() []byte {
-	w := &wbuf{}
+	w := &wbuf{b: make([]byte, 0, 64)}
 	w.uvarint(d.Order)
 	w.uvarint(d.Index)
+	w.varint(d.LogTime)
 	w.uvarint(d.Seq)
+	if d.Seq > 0 {
+		w.b = append(w.b, d.Hash[:]...)
+	}
 	return w.b
 }
 
 func decodeDedupe(b []byte) (dedupeEntry, error) {
 	r := &rbuf{b: b}
-	d := dedupeEntry{Order: r.uvarint(), Index: r.uvarint(), Seq: r.uvarint()}
+	d := dedupeEntry{Order: r.uvarint(), Index: r.uvarint(), LogTime: r.varint(), Seq: r.uvarint()}
+	if d.Seq > 0 {
+		d.Hash = r.hash32()
+	}
 	return d, r.done()
+}
+
+// result is the original result of the intent id that d remembers.
+func (d dedupeEntry) result(id string) IntentResult {
+	return IntentResult{ID: id, Accepted: true, Index: d.Index, Seq: d.Seq, Hash: d.Hash, LogTime: d.LogTime}
 }
 
 func encodeIntentValue(in Intent) []byte {

@@ -211,7 +211,7 @@ const (
 	ReasonBadSignature  Reason = "bad_signature"  // verifier refused the commit
 	ReasonNoReason      Reason = "missing_reason" // forced claim without a reason
 	ReasonBadEntry      Reason = "bad_entry"      // fields out of range (e.g. ttl <= 0)
-	ReasonBacklog       Reason = "backlog"        // pending queue full (DedupeWindow intents): retry once the chain moves
+	ReasonBacklog       Reason = "backlog"        // pending queue full (MaxPending) or dedupe window at its MaxIDs cap: retry later
 	ReasonStaleRev      Reason = "stale_rev"      // lease write's PrevRev != stored lease revision (the record changed since it was read)
 	ReasonGenesisExists Reason = "genesis_exists" // a genesis is stored already
 	ReasonBadChain      Reason = "bad_chain"      // commit (or late genesis) names another chain than the stored one
@@ -253,6 +253,12 @@ type View struct {
 	// without one the DID of the first accepted commit; "" before either.
 	Chain   string
 	Genesis Genesis // zero (Index 0) until a genesis is applied
+	// LogTime is the replicated clock the dedupe window is measured in (unix ms): the
+	// latest timestamp of an accepted entry that carries one (genesis, claim, renew,
+	// transfer, commit time). It never decreases.
+	LogTime int64
+	// Remembered is how many intent IDs the dedupe window holds (pending included).
+	Remembered int
 }
 
 // LeaseEvent is one line of the lease history (the audit trail).

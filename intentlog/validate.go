@@ -23,11 +23,18 @@ const (
 	CommitFormatVersion = 1
 	// MaxEntryBytes bounds one encoded entry accepted by Propose and ApplyEncoded.
 	MaxEntryBytes = 16 << 20
-	// DedupeWindow is how many of the most recent accepted intent IDs are remembered.
-	// It is also the most intents that may be pending at once: an intent arriving at a
-	// full queue is rejected with ReasonBacklog, so that no unsigned ID ever leaves the
-	// window (a retry of a pending intent is always recognised as a duplicate).
-	DedupeWindow = 65536
+	// MaxPending is the most intents that may wait to be signed: an intent arriving at
+	// a full queue is refused with ReasonBacklog (retry once the chain moves).
+	MaxPending = 65536
+	// DefaultRetention is how long (ms of log time) the dedupe window remembers an
+	// accepted intent ID at least, when the genesis does not say (Genesis.Retention).
+	DefaultRetention = 24 * 60 * 60 * 1000
+	// evictPerEntry bounds the dedupe IDs one entry may forget, so that a big jump in
+	// log time never turns one entry into a huge transaction.
+	evictPerEntry = 4096
+	// legacyDedupeWindow is version 1's count window: version-1 intents entries keep
+	// its rule on replay (the last 65536 IDs, at most 65536 pending).
+	legacyDedupeWindow = 65536
 	// LeaseHistoryLen is how many lease events are kept (oldest evicted first).
 	LeaseHistoryLen = 1024
 )
