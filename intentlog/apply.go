@@ -289,6 +289,25 @@ func (a *applier) evictExpiredN(n int) {
 	}
 }
 
+// expirable counts, without changing anything, how many of the oldest n remembered IDs
+// evictExpiredN would forget.
+func (a *applier) expirable(n int) int {
+	if a.knobs.DedupeCount > 0 || a.m.LogTime <= 0 {
+		return 0
+	}
+	keep := a.retention()
+	c := a.tx.Bucket(bDedupeOrder).Cursor()
+	got := 0
+	for k, id := c.First(); k != nil && got < n; k, id = c.Next() {
+		d, ok := a.dedupeGet(string(id))
+		if !ok || d.Seq == 0 || a.m.LogTime-max(d.LogTime, a.m.TimeOrigin) <= keep {
+			break
+		}
+		got++
+	}
+	return got
+}
+
 // evictOldest forgets the oldest remembered ID, whatever its state.
 func (a *applier) evictOldest() {
 	c := a.bucket(bDedupeOrder).Cursor()
@@ -482,48 +501,56 @@ func (a *applier) commit(idx uint64, e CommitEntry) Result {
 		return a.reject(idx, ReasonBadPrev)
 	case info.Seq != h.Seq+1:
 		return a.reject(idx, ReasonBadSeq)
-	case len(info.Ops) == 0 || uint64(len(info.Ops)) > a.m.PendCount:
+	case len(info.Ops) == 0:
 		return a.reject(idx, ReasonBadOps)
 	}
-	// Compare with the oldest pending intents before changing anything.
-	pend := a.tx.Bucket(bPending)
-	c := pend.Cursor()
-	k, v := c.First()
-	for i, op := range info.Ops {
-		if k == nil {
-			panic(fmt.Sprintf("intentlog: pending count %d but queue ends at %d", a.m.PendCount, i))
-		}
-		in, err := decodeIntentValue(v)
-		if err != nil {
-			panic(fmt.Sprintf("intentlog: corrupt pending intent %x: %v", k, err))
-		}
-		if op.ID != in.ID || op.Op != in.Op || op.Path != in.Path || !bytes.Equal(op.Value, in.Value) {
-			return a.reject(idx, ReasonBadOps)
-		}
-		k, v = c.Next()
+	// Check the ops before changing anything: first the oldest pending intents, then
+	// the ops the commit carries itself.
+	npend, r := a.matchPending(info.Ops, e.v1)
+	if r != "" {
+		return a.reject(idx, r)
 	}
+	carried := info.Ops[npend:]
+	if r := a.checkCarried(carried); r != "" {
+		return a.reject(idx, r)
+	}
+
 	// Accepted: dequeue, update records and dedupe, extend the chain.
 	seq, hash := info.Seq, sha256.Sum256(e.Raw)
 	if !e.v1 {
 		a.advance(info.Time)
 	}
-	recs := pend.Tx().Bucket(bRecords)
-	for range info.Ops {
-		_, v := c.First()
-		in, _ := decodeIntentValue(v) // decoded once above already
-		must(c.Delete())
-		a.m.PendCount--
-		a.m.PendBytes -= uint64(len(in.Path) + len(in.Value))
-		switch in.Op {
+	res := a.result(idx)
+	res.Intents = make([]IntentResult, 0, len(info.Ops))
+	pend := a.bucket(bPending)
+	recs := a.tx.Bucket(bRecords)
+	for i, op := range info.Ops {
+		var d dedupeEntry
+		if i < npend {
+			c := pend.Cursor()
+			c.First()
+			must(c.Delete())
+			a.m.PendCount--
+			a.m.PendBytes -= uint64(len(op.Path) + len(op.Value))
+			var ok bool
+			if d, ok = a.dedupeGet(op.ID); ok && d.Index > 0 {
+				d.Seq, d.Hash = seq, hash
+				must(a.tx.Bucket(bDedupe).Put([]byte(op.ID), d.encode()))
+			} else {
+				// Forgotten while pending: only the DedupeCount knob does that.
+				d = dedupeEntry{Seq: seq, Hash: hash}
+			}
+		} else {
+			d = dedupeEntry{Order: a.m.DedupeNext, Index: idx, LogTime: a.m.LogTime, Seq: seq, Hash: hash}
+			a.dedupeStore(op.ID, d)
+		}
+		switch op.Op {
 		case OpPut:
-			must(recs.Put([]byte(in.Path), nonNil(in.Value)))
+			must(recs.Put([]byte(op.Path), nonNil(op.Value)))
 		case OpDel:
-			must(recs.Delete([]byte(in.Path)))
+			must(recs.Delete([]byte(op.Path)))
 		}
-		if d, ok := a.dedupeGet(in.ID); ok && d.Index > 0 {
-			d.Seq, d.Hash = seq, hash
-			must(a.tx.Bucket(bDedupe).Put([]byte(in.ID), d.encode()))
-		}
+		res.Intents = append(res.Intents, d.result(op.ID))
 	}
 	must(a.bucket(bChain).Put(u64key(seq), e.Raw))
 	a.m.Head = Head{Seq: seq, Hash: hash, Epoch: info.Epoch, Signer: info.Signer}
@@ -533,7 +560,70 @@ func (a *applier) commit(idx uint64, e CommitEntry) Result {
 	}
 	a.events = append(a.events, CommitApplied{Index: idx, Head: a.m.Head, Raw: e.Raw})
 	a.changed = true
-	return a.result(idx)
+	res.Head = a.m.Head
+	return res
+}
+
+// matchPending returns how many of ops, from the first, are the oldest pending intents
+// in queue order. An op whose ID is the next pending intent's must equal it exactly
+// (else bad_ops); the first op that does not name the next pending intent ends the
+// prefix. A version-1 commit had no carried ops: all its ops must match.
+func (a *applier) matchPending(ops []Intent, v1 bool) (int, Reason) {
+	if v1 && uint64(len(ops)) > a.m.PendCount {
+		return 0, ReasonBadOps
+	}
+	c := a.tx.Bucket(bPending).Cursor()
+	k, v := c.First()
+	n := 0
+	for ; n < len(ops) && k != nil; n++ {
+		in, err := decodeIntentValue(v)
+		if err != nil {
+			panic(fmt.Sprintf("intentlog: corrupt pending intent %x: %v", k, err))
+		}
+		op := ops[n]
+		if op.ID != in.ID {
+			break
+		}
+		if op.Op != in.Op || op.Path != in.Path || !bytes.Equal(op.Value, in.Value) {
+			return 0, ReasonBadOps
+		}
+		k, v = c.Next()
+	}
+	if v1 && n != len(ops) {
+		return 0, ReasonBadOps
+	}
+	return n, ""
+}
+
+// checkCarried checks the ops a commit carries itself: each valid as an intent (else
+// bad_ops), its ID not remembered (else duplicate_op: pending IDs are remembered too)
+// and not repeated in the commit (else bad_ops); and room for them in the dedupe
+// window under the genesis's MaxIDs (else backlog).
+func (a *applier) checkCarried(ops []Intent) Reason {
+	if len(ops) == 0 {
+		return ""
+	}
+	seen := make(map[string]struct{}, len(ops)) // lookups only: never iterated
+	for _, op := range ops {
+		if validateIntent(op) != nil {
+			return ReasonBadOps
+		}
+		if _, ok := a.dedupeGet(op.ID); ok {
+			return ReasonDuplicateOp
+		}
+		if _, dup := seen[op.ID]; dup {
+			return ReasonBadOps
+		}
+		seen[op.ID] = struct{}{}
+	}
+	if max := a.m.Genesis.MaxIDs; max > 0 && a.m.DedupeCount+uint64(len(ops)) > max {
+		need := a.m.DedupeCount + uint64(len(ops)) - max
+		if need > uint64(a.budget) || a.expirable(int(need)) < int(need) {
+			return ReasonBacklog
+		}
+		a.evictExpiredN(int(need))
+	}
+	return ""
 }
 
 // --- genesis ---

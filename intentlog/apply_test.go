@@ -169,14 +169,31 @@ func TestApplyRejects(t *testing.T) {
 		{"commit no ops", heldWithPending, func(h *harness) Entry {
 			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = nil })}
 		}, ReasonBadOps},
-		{"commit more ops than pending", heldWithPending, func(h *harness) Entry {
-			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = append(c.Ops, put("i9", "c/9", "")) })}
-		}, ReasonBadOps},
+		// Pending ops come first, in queue order; anything after is carried and must be
+		// new: a pending intent out of its place is a carried op whose ID is remembered.
 		{"commit ops out of order", heldWithPending, func(h *harness) Entry {
 			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops[0], c.Ops[1] = c.Ops[1], c.Ops[0] })}
-		}, ReasonBadOps},
+		}, ReasonDuplicateOp},
 		{"commit skips oldest", heldWithPending, func(h *harness) Entry {
 			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = c.Ops[1:] })}
+		}, ReasonDuplicateOp},
+		{"commit carries a pending op twice", heldWithPending, func(h *harness) Entry {
+			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = append(c.Ops, c.Ops[0]) })}
+		}, ReasonDuplicateOp},
+		{"commit carries a signed id", func(h *harness) { heldWithPending(h); h.commitPending(1) }, func(h *harness) Entry {
+			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = append(c.Ops, put("i1", "c/1", "again")) })}
+		}, ReasonDuplicateOp},
+		{"commit carries an id twice", heldWithPending, func(h *harness) Entry {
+			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = append(c.Ops, put("n", "c/9", "1"), put("n", "c/9", "2")) })}
+		}, ReasonBadOps},
+		{"commit carries an invalid op", heldWithPending, func(h *harness) Entry {
+			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = append(c.Ops, put("n", "no-slash", "")) })}
+		}, ReasonBadOps},
+		{"commit carries a del with a value", held, func(h *harness) Entry {
+			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = []Intent{{ID: "n", Op: OpDel, Path: "c/1", Value: []byte("x")}} })}
+		}, ReasonBadOps},
+		{"commit pending op with its id changed value", heldWithPending, func(h *harness) Entry {
+			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = []Intent{put("i1", "c/1", "other")} })}
 		}, ReasonBadOps},
 		{"commit changed value", heldWithPending, func(h *harness) Entry {
 			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops[0].Value = []byte("v2") })}
@@ -189,7 +206,15 @@ func TestApplyRejects(t *testing.T) {
 		}, ReasonBadOps},
 		{"commit changed id", heldWithPending, func(h *harness) Entry {
 			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops[0].ID = "other" })}
-		}, ReasonBadOps},
+		}, ReasonDuplicateOp}, // "other" is carried, then pending i2 out of its place
+		{"commit carried op at the cap", func(h *harness) {
+			g := testGenesis()
+			g.MaxIDs = 2
+			h.mustAccept(g)
+			heldWithPending(h)
+		}, func(h *harness) Entry {
+			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = append(c.Ops, put("n", "c/9", "")) })}
+		}, ReasonBacklog},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -58,11 +58,13 @@ func genLogs(t testing.TB, ref *harness, rng *rand.Rand, n int) []*raft.Log {
 			e = TransferEntry{Holder: v.Lease.Holder, Epoch: v.Lease.Epoch, PrevRev: v.Lease.Rev, To: []string{"a", "b", "c", "z"}[rng.Intn(4)], TS: rng.Int63n(1e6)}
 		case 8, 9, 10:
 			pend := ref.pending()
-			if len(pend) == 0 {
-				continue
-			}
 			raw := commitRaw(ref, func(c *testCommit) {
-				c.Ops = pend[:1+rng.Intn(len(pend))]
+				c.Ops = pend[:rng.Intn(len(pend)+1)]
+				// Carried ops: mostly new IDs, sometimes one already remembered.
+				for j := rng.Intn(3); j > 0; j-- {
+					c.Ops = append(c.Ops, put(fmt.Sprintf("id-%d", rng.Intn(400)), fmt.Sprintf("col%d/r%d", rng.Intn(3), rng.Intn(20)), "carried"))
+				}
+				c.Time = rng.Int63n(1e6)
 				if rng.Intn(8) == 0 {
 					c.Seq++
 				}
@@ -252,6 +254,11 @@ func FuzzApply(f *testing.F) {
 	h.members("a", "b")
 	heldWithPending(h)
 	f.Add(encodeCommitForFuzz(h))
+	carrying, _ := Encode(CommitEntry{Raw: commitRaw(h, func(c *testCommit) {
+		c.Ops = append(c.Ops, put("carried", "c/7", "v"), del("carried-del", "c/1"))
+		c.Time = 12345
+	})})
+	f.Add(carrying)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		h.t = t
 		before := h.stateDigest()

@@ -237,3 +237,5 @@ func legacyClaim(e ClaimEntry, prevEpoch uint64) ClaimEntry {
 	e.PrevRev, e.v1, e.prevEpoch = 0, true, prevEpoch
 	return e
 }
+
+func hashOf(b []byte) [32]byte { return sha256.Sum256(b) }

@@ -207,7 +207,7 @@ const (
 	ReasonNotMember     Reason = "not_member"     // transfer target is not a Raft member
 	ReasonBadPrev       Reason = "bad_prev"       // commit prev != head hash
 	ReasonBadSeq        Reason = "bad_seq"        // commit seq != head seq + 1
-	ReasonBadOps        Reason = "bad_ops"        // commit ops != oldest pending intents
+	ReasonBadOps        Reason = "bad_ops"        // commit ops: a pending op that differs, an invalid or repeated carried op, no ops
 	ReasonBadSignature  Reason = "bad_signature"  // verifier refused the commit
 	ReasonNoReason      Reason = "missing_reason" // forced claim without a reason
 	ReasonBadEntry      Reason = "bad_entry"      // fields out of range (e.g. ttl <= 0)
@@ -215,6 +215,7 @@ const (
 	ReasonStaleRev      Reason = "stale_rev"      // lease write's PrevRev != stored lease revision (the record changed since it was read)
 	ReasonGenesisExists Reason = "genesis_exists" // a genesis is stored already
 	ReasonBadChain      Reason = "bad_chain"      // commit (or late genesis) names another chain than the stored one
+	ReasonDuplicateOp   Reason = "duplicate_op"   // a commit carries an op whose ID is remembered (pending or signed)
 )
 
 // IntentResult is the outcome of one intent in an IntentsEntry. A repeated ID reports
@@ -232,6 +233,10 @@ type IntentResult struct {
 
 // Result is what applying one entry produced. For an IntentsEntry, Accepted is true when
 // at least one intent was accepted and Intents has one element per intent, in order.
+// For an accepted CommitEntry, Intents has one element per op of the commit, in op
+// order, each with the result the dedupe window now remembers for it: the pending ops'
+// original index and log time, the carried ops' the commit's own; Seq and Hash are the
+// commit's. That is what the proposer answers each op's submitter with.
 type Result struct {
 	Index    uint64
 	Accepted bool
