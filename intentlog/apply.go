@@ -3,6 +3,7 @@ package intentlog
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 
 	"github.com/hashicorp/raft"
@@ -22,6 +23,8 @@ type applier struct {
 	maxPend  uint64 // MaxPending (tests lower it)
 	budget   int    // dedupe evictions left for the current entry (evictPerEntry)
 	m        metaState
+	out      []any             // results, one per entry of the batch
+	pos      int               // the entry being applied
 	rej      map[Reason]uint64 // rejection counts after this batch (copy of the stored ones)
 	rejDirty bool
 	events   []Event
@@ -47,6 +50,12 @@ func (a *applier) apply(l *raft.Log) any {
 		return nil
 	}
 	e, err := Decode(l.Data)
+	if errors.Is(err, ErrCorrupt) {
+		// Not the proposer's mistake: this replica's copy changed after it was
+		// written. The others' copies are most likely fine: rejecting it here would
+		// diverge from them, applying is impossible. Halt.
+		a.halt(&FaultError{File: RaftFile, Index: l.Index, Halted: true, Err: err})
+	}
 	if err != nil {
 		return a.reject(l.Index, ReasonMalformed)
 	}
@@ -78,6 +87,10 @@ func (a *applier) command(l *raft.Log, e Entry) Result {
 	}
 	return a.reject(l.Index, ReasonMalformed)
 }
+
+// halt stops the batch at the current entry (see applyAbort): the transaction is rolled
+// back and the entries before this one are applied again without it.
+func (a *applier) halt(fe *FaultError) { panic(applyAbort{fault: fe}) }
 
 func (a *applier) result(idx uint64) Result {
 	return Result{Index: idx, Accepted: true, Lease: a.m.Lease, Head: a.m.Head}

@@ -39,6 +39,10 @@ type FSM struct {
 	notify *notifier
 
 	restores atomic.Uint64 // snapshots restored since open (observability, tests)
+
+	fault    atomic.Pointer[FaultError] // nil when healthy
+	haltCh   chan struct{}              // closed when the FSM first halts
+	haltOnce sync.Once
 }
 
 var (
@@ -72,6 +76,7 @@ func newFSM(dir string, verify CommitVerifier, k *knobs.Intentlog) (*FSM, error)
 		maxPending: MaxPending,
 		historyLen: LeaseHistoryLen,
 		notify:     newNotifier(),
+		haltCh:     make(chan struct{}),
 	}
 	if k != nil {
 		f.knobs = *k // a copy: the apply's behaviour cannot change under it
@@ -139,39 +144,122 @@ func (f *FSM) Apply(l *raft.Log) any {
 }
 
 // ApplyBatch applies entries in one bbolt transaction, so one fsync (raft.BatchingFSM).
+//
+// An entry that cannot be applied on this replica (its bytes in raft.db are corrupt,
+// see ErrCorrupt) halts the FSM: the entries before it in the batch are applied, it
+// and every later entry are not (their response is the *FaultError), and Fault reports
+// it. It never panics for that.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
-	var a *applier
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	refuse := func(from int, err error) {
+		for i := from; i < len(out); i++ {
+			out[i] = err
+		}
+	}
 	if f.db == nil {
-		panic("intentlog: apply on a closed FSM")
+		refuse(0, ErrClosed)
+		return out
+	}
+	if fe := f.halted(); fe != nil {
+		refuse(0, fe)
+		return out
 	}
 	old := f.hot.Load()
-	err := f.db.Update(func(tx *bolt.Tx) error {
+	a, stop, fe := f.applyTx(old, logs)
+	if fe != nil && stop > 0 {
+		// The transaction was rolled back. Apply the entries before the fault again
+		// (the apply is deterministic: the same results), so that exactly those are
+		// applied whatever the batching.
+		var fe2 *FaultError
+		if a, _, fe2 = f.applyTx(old, logs[:stop]); fe2 != nil {
+			fe, stop, a = fe2, 0, nil // cannot happen: they applied a moment ago
+		}
+	}
+	if a != nil {
+		copy(out, a.out)
+		rej := old.rejections
+		if a.rejDirty {
+			rej = a.rej
+		}
+		f.hot.Store(&hotState{view: viewOf(a.m), configIdx: a.m.ConfigIndex, rejections: rej})
+		// Wake watchers whenever the view moved (the applied index counts:
+		// WaitApplied relies on it), even if the entries were duplicates or skipped.
+		if a.changed || a.m.Applied != old.view.AppliedIndex {
+			f.notify.publish(a.events)
+		}
+	}
+	if fe != nil {
+		refuse(stop, fe)
+		f.raise(fe)
+	}
+	return out
+}
+
+// applyAbort is how the applier stops a batch at an entry this replica cannot apply:
+// raised with panic, recovered in applyTx, never seen outside this file and apply.go.
+type applyAbort struct{ fault *FaultError }
+
+var errAborted = errors.New("intentlog: batch aborted")
+
+// applyTx applies logs in one write transaction. It returns the applier (results,
+// events, the new meta), or, when an entry halts the FSM, the rolled-back batch's
+// fault and the position of that entry.
+func (f *FSM) applyTx(old *hotState, logs []*raft.Log) (a *applier, stop int, fe *FaultError) {
+	err := f.db.Update(func(tx *bolt.Tx) (err error) {
 		a = &applier{tx: tx, verify: f.verify, knobs: f.knobs, maxPend: f.maxPending, histMax: f.historyLen,
-			m: readMeta(tx), rej: maps.Clone(old.rejections)}
+			m: readMeta(tx), rej: maps.Clone(old.rejections), out: make([]any, len(logs))}
+		defer func() {
+			if r := recover(); r != nil {
+				ab, ok := r.(applyAbort)
+				if !ok {
+					panic(r)
+				}
+				fe, stop, err = ab.fault, a.pos, errAborted
+			}
+		}()
 		for i, l := range logs {
-			out[i] = a.apply(l)
+			a.pos = i
+			a.out[i] = a.apply(l)
 		}
 		return tx.Bucket(bMeta).Put(keyState, a.m.encode())
 	})
+	if fe != nil {
+		return nil, stop, fe
+	}
 	if err != nil {
 		// The transaction could not be committed (disk full, I/O error). Carrying on
 		// would let this replica diverge from the others.
 		panic(fmt.Sprintf("intentlog: commit state transaction: %v", err))
 	}
-	rej := old.rejections
-	if a.rejDirty {
-		rej = a.rej
+	return a, len(logs), nil
+}
+
+// raise records a fault. A halting one is permanent (until a restore replaces the
+// state): it wakes watchers and signals haltCh.
+func (f *FSM) raise(fe *FaultError) {
+	f.fault.Store(fe)
+	if fe.Halted {
+		f.haltOnce.Do(func() { close(f.haltCh) })
 	}
-	f.hot.Store(&hotState{view: viewOf(a.m), configIdx: a.m.ConfigIndex, rejections: rej})
-	// Wake watchers whenever the view moved (the applied index counts: WaitApplied
-	// relies on it), even if the entries themselves were duplicates or skipped.
-	if a.changed || a.m.Applied != old.view.AppliedIndex {
-		f.notify.publish(a.events)
+	f.notify.publish(nil)
+}
+
+// halted returns the halting fault, or nil.
+func (f *FSM) halted() *FaultError {
+	if fe := f.fault.Load(); fe != nil && fe.Halted {
+		return fe
 	}
-	return out
+	return nil
+}
+
+// Fault returns the current storage fault (a *FaultError), or nil when healthy.
+func (f *FSM) Fault() error {
+	if fe := f.fault.Load(); fe != nil {
+		return fe
+	}
+	return nil
 }
 
 // StoreConfiguration records Raft membership (raft.ConfigurationStore). With a

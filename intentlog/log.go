@@ -106,6 +106,7 @@ type Log struct {
 	nudger nudger
 	once   sync.Once
 	cerr   error
+	done   chan struct{} // closed by Close: stops the halt monitor
 }
 
 // Open starts a Raft node in cfg.Dir over trans. A node with existing state rejoins
@@ -178,9 +179,49 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 		fsm.Close()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	return &Log{cfg: cfg, fsm: fsm, raft: r, store: store, snaps: snaps,
-		log: cfg.Logger.With("component", "intentlog")}, nil
+	l := &Log{cfg: cfg, fsm: fsm, raft: r, store: store, snaps: snaps,
+		log: cfg.Logger.With("component", "intentlog"), done: make(chan struct{})}
+	go l.monitorHalt()
+	return l, nil
 }
+
+// haltStepDownEvery is how often a halted replica checks that it does not lead.
+const haltStepDownEvery = 200 * time.Millisecond
+
+// monitorHalt makes a halted replica give up Raft leadership, now and whenever it wins
+// it again: a leader whose copy of an entry is corrupt would send that copy to
+// followers that lack it, and it can apply nothing anyway. It still takes part in Raft
+// otherwise (it stores and acknowledges entries), so the others keep their quorum.
+func (l *Log) monitorHalt() {
+	select {
+	case <-l.fsm.haltCh:
+	case <-l.done:
+		return
+	}
+	fe := l.fsm.halted()
+	if fe != nil {
+		l.log.Error("the state machine halted", "err", fe)
+	}
+	t := time.NewTicker(haltStepDownEvery)
+	defer t.Stop()
+	for {
+		if l.fsm.halted() != nil && l.raft.State() == raft.Leader {
+			l.log.Warn("halted replica gives up Raft leadership")
+			_ = l.raft.LeadershipTransfer().Error()
+		}
+		select {
+		case <-t.C:
+		case <-l.done:
+			return
+		}
+	}
+}
+
+// Fault returns this replica's storage fault, or nil when it is healthy: a
+// *FaultError naming the file (raft.db or state.db) and the index or key. A halting
+// fault (corruption) is permanent until the device is repaired; a write fault clears
+// once a write succeeds. See FaultError.
+func (l *Log) Fault() error { return l.fsm.Fault() }
 
 // stateCoversSnapshot reports whether the durable state is at or after the newest
 // snapshot, so Raft need not restore it on start.
@@ -246,6 +287,10 @@ func (l *Log) ApplyEncoded(ctx context.Context, data []byte) ([]byte, error) {
 	if _, err := Decode(data); err != nil {
 		return nil, err
 	}
+	if data[0] != CodecVersion {
+		// Older versions are replayed from logs that hold them, never proposed anew.
+		return nil, fmt.Errorf("%w: entry of codec version %d: new entries are version %d", ErrMalformed, data[0], CodecVersion)
+	}
 	res, err := l.apply(ctx, data)
 	if err != nil {
 		return nil, err
@@ -256,6 +301,9 @@ func (l *Log) ApplyEncoded(ctx context.Context, data []byte) ([]byte, error) {
 func (l *Log) apply(ctx context.Context, data []byte) (Result, error) {
 	if l.closed.Load() {
 		return Result{}, ErrClosed
+	}
+	if fe := l.fsm.halted(); fe != nil {
+		return Result{}, fe
 	}
 	if len(data) > MaxEntryBytes {
 		return Result{}, ErrEntryTooLarge
@@ -287,6 +335,9 @@ func (l *Log) apply(ctx context.Context, data []byte) (Result, error) {
 	}
 	if err := fut.Error(); err != nil {
 		return Result{}, mapRaftErr(err)
+	}
+	if err, ok := fut.Response().(error); ok {
+		return Result{}, err // this replica halted at (or before) the entry
 	}
 	res, ok := fut.Response().(Result)
 	if !ok {
@@ -483,6 +534,7 @@ func (l *Log) Raft() *raft.Raft { return l.raft }
 func (l *Log) Close() error {
 	l.once.Do(func() {
 		l.closed.Store(true)
+		close(l.done)
 		err := l.raft.Shutdown().Error()
 		// Raft is stopped, so nothing applies any more: the state can be closed.
 		err = errors.Join(err, l.fsm.Close(), l.store.Close())
@@ -502,6 +554,9 @@ func (l *Log) WaitApplied(ctx context.Context, index uint64) error {
 		if l.closed.Load() {
 			return ErrClosed
 		}
+		if fe := l.fsm.halted(); fe != nil {
+			return fe // it will never get there
+		}
 		select {
 		case <-w:
 		case <-ctx.Done():
@@ -518,6 +573,9 @@ func (l *Log) WaitApplied(ctx context.Context, index uint64) error {
 func (l *Log) Barrier(ctx context.Context) (uint64, error) {
 	if l.closed.Load() {
 		return 0, ErrClosed
+	}
+	if fe := l.fsm.halted(); fe != nil {
+		return 0, fe
 	}
 	if l.raft.State() != raft.Leader {
 		return 0, ErrNotLeader

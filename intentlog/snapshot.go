@@ -43,6 +43,11 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	if f.db == nil {
 		return nil, ErrClosed
 	}
+	if fe := f.halted(); fe != nil {
+		// Raft would record the snapshot at its own applied index and compact the log
+		// up to it, past the entry this replica never applied.
+		return nil, fmt.Errorf("snapshot refused: %w", fe)
+	}
 	tx, err := f.db.Begin(false)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: begin read: %w", err)
@@ -197,6 +202,10 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("restore: %w", err)
 	}
 	f.restores.Add(1)
+	// The state was replaced wholesale: a fault of the old one no longer applies (a
+	// corrupt entry at or below the snapshot is not needed any more; one above it
+	// halts again when it is reached).
+	f.fault.Store(nil)
 	f.notify.publish([]Event{StateRestored{AppliedIndex: f.View().AppliedIndex}})
 	return nil
 }
