@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
@@ -24,7 +25,8 @@ type applier struct {
 	budget   int    // dedupe evictions left for the current entry (evictPerEntry)
 	m        metaState
 	out      []any             // results, one per entry of the batch
-	pos      int               // the entry being applied
+	pos      int               // position in the batch of the entry being applied
+	cur      uint64            // its Raft index
 	rej      map[Reason]uint64 // rejection counts after this batch (copy of the stored ones)
 	rejDirty bool
 	events   []Event
@@ -32,6 +34,7 @@ type applier struct {
 }
 
 func (a *applier) apply(l *raft.Log) any {
+	a.cur = l.Index
 	if l.Index <= a.m.Applied {
 		// Already applied before a restart (the bbolt state is durable and may be ahead
 		// of Raft's idea of what was applied): never apply twice.
@@ -54,7 +57,7 @@ func (a *applier) apply(l *raft.Log) any {
 		// Not the proposer's mistake: this replica's copy changed after it was
 		// written. The others' copies are most likely fine: rejecting it here would
 		// diverge from them, applying is impossible. Halt.
-		a.halt(&FaultError{File: RaftFile, Index: l.Index, Halted: true, Err: err})
+		a.halt(&FaultError{File: RaftFile, Index: l.Index, Key: "logs/" + strconv.FormatUint(l.Index, 10), Halted: true, Err: err})
 	}
 	if err != nil {
 		return a.reject(l.Index, ReasonMalformed)
@@ -101,7 +104,7 @@ func (a *applier) countReject(r Reason) {
 	a.rejDirty = true
 	a.changed = true
 	if err := a.tx.Bucket(bRejections).Put([]byte(r), u64key(a.rej[r])); err != nil {
-		panic(fmt.Sprintf("intentlog: write rejection counter: %v", err))
+		a.writeFailed(bRejections, []byte(r), err)
 	}
 }
 
@@ -110,10 +113,36 @@ func (a *applier) reject(idx uint64, r Reason) Result {
 	return Result{Index: idx, Reason: r, Lease: a.m.Lease, Head: a.m.Head}
 }
 
+// must stops the batch if a write into the transaction failed. bbolt's in-memory
+// writes fail only for a damaged or misused bucket (never for I/O, which happens at
+// commit): a halt, not a crash.
 func must(err error) {
 	if err != nil {
-		panic(fmt.Sprintf("intentlog: state write failed: %v", err))
+		panic(applyAbort{fault: &FaultError{File: StateFile, Key: "(write)", Halted: true,
+			Err: fmt.Errorf("%w: write into the state transaction failed: %v", ErrCorrupt, err)}})
 	}
+}
+
+// corrupt halts the batch: the stored value at bucket/key does not decode, or the
+// stored state contradicts itself. The state file cannot be trusted: halt (a
+// FaultError naming state.db and the key), never repair.
+func (a *applier) corrupt(bucket, key []byte, format string, args ...any) {
+	a.halt(&FaultError{File: StateFile, Index: a.cur, Key: keyName(bucket, key), Halted: true,
+		Err: fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))})
+}
+
+func (a *applier) writeFailed(bucket, key []byte, err error) {
+	a.halt(&FaultError{File: StateFile, Index: a.cur, Key: keyName(bucket, key), Halted: true,
+		Err: fmt.Errorf("%w: write into the state transaction failed: %v", ErrCorrupt, err)})
+}
+
+// readMeta loads the meta state of the transaction; a broken one halts.
+func (a *applier) readMeta() metaState {
+	m, err := readMeta(a.tx)
+	if err != nil {
+		a.corrupt(bMeta, keyState, "%v", err)
+	}
+	return m
 }
 
 // --- intents ---
@@ -246,7 +275,7 @@ func (a *applier) dedupeGet(id string) (dedupeEntry, bool) {
 	}
 	d, err := decodeDedupe(v)
 	if err != nil {
-		panic(fmt.Sprintf("intentlog: corrupt dedupe entry %q: %v", id, err))
+		a.corrupt(bDedupe, []byte(id), "%v", err)
 	}
 	return d, true
 }
@@ -293,7 +322,7 @@ func (a *applier) evictExpiredN(n int) {
 		}
 		d, ok := a.dedupeGet(string(id))
 		if !ok {
-			panic(fmt.Sprintf("intentlog: dedupe order %x names %q, which is not remembered", k, id))
+			a.corrupt(bDedupeOrder, k, "names %q, which is not remembered", id)
 		}
 		if d.Seq == 0 || a.m.LogTime-max(d.LogTime, a.m.TimeOrigin) <= keep {
 			return // pending, or within the retention: so is everything after it
@@ -326,7 +355,7 @@ func (a *applier) evictOldest() {
 	c := a.bucket(bDedupeOrder).Cursor()
 	k, id := c.First()
 	if k == nil {
-		panic("intentlog: dedupe count exceeds dedupe order bucket")
+		a.corrupt(bMeta, keyState, "dedupe count %d exceeds the dedupe order bucket", a.m.DedupeCount)
 	}
 	must(a.tx.Bucket(bDedupe).Delete(id))
 	must(c.Delete())
@@ -360,7 +389,7 @@ func (a *applier) history(ev LeaseEvent) {
 	for a.m.HistCount > a.histMax {
 		c := h.Cursor()
 		if k, _ := c.First(); k == nil {
-			panic("intentlog: history count exceeds history bucket")
+			a.corrupt(bMeta, keyState, "history count %d exceeds the history bucket", a.m.HistCount)
 		}
 		must(c.Delete())
 		a.m.HistCount--
@@ -591,7 +620,7 @@ func (a *applier) matchPending(ops []Intent, v1 bool) (int, Reason) {
 	for ; n < len(ops) && k != nil; n++ {
 		in, err := decodeIntentValue(v)
 		if err != nil {
-			panic(fmt.Sprintf("intentlog: corrupt pending intent %x: %v", k, err))
+			a.corrupt(bPending, k, "%v", err)
 		}
 		op := ops[n]
 		if op.ID != in.ID {

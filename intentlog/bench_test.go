@@ -130,7 +130,8 @@ func BenchmarkDedupeBytesPerID(b *testing.B) {
 		var hash [32]byte
 		for done := 0; done < n; done += 1000 {
 			err := f.db.Update(func(tx *bolt.Tx) error {
-				a := &applier{tx: tx, m: readMeta(tx), budget: evictPerEntry}
+				a := &applier{tx: tx, budget: evictPerEntry}
+				a.m = a.readMeta()
 				for j := 0; j < 1000; j++ {
 					d := dedupeEntry{Order: a.m.DedupeNext, Index: uint64(done + j + 1), LogTime: 1_700_000_000_000 + int64(done), Seq: uint64(done/1000 + 1), Hash: hash}
 					hash[0]++

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
@@ -43,6 +45,16 @@ type FSM struct {
 	fault    atomic.Pointer[FaultError] // nil when healthy
 	haltCh   chan struct{}              // closed when the FSM first halts
 	haltOnce sync.Once
+	gaveUp   atomic.Bool   // a write never succeeded and Close gave up on it: apply nothing more
+	closing  chan struct{} // closed when Close begins: stops the write retries
+	closeOne sync.Once
+
+	// update runs fn in a write transaction (the state file's Update). Tests replace
+	// it to make commits fail (ENOSPC, EIO) or panic.
+	update func(fn func(*bolt.Tx) error) error
+	// retryWait waits before retry attempt n of a failed write and reports whether to
+	// retry: false once Close has begun. Tests replace it to drive the retries.
+	retryWait func(n int) bool
 }
 
 var (
@@ -77,10 +89,13 @@ func newFSM(dir string, verify CommitVerifier, k *knobs.Intentlog) (*FSM, error)
 		historyLen: LeaseHistoryLen,
 		notify:     newNotifier(),
 		haltCh:     make(chan struct{}),
+		closing:    make(chan struct{}),
 	}
 	if k != nil {
 		f.knobs = *k // a copy: the apply's behaviour cannot change under it
 	}
+	f.update = func(fn func(*bolt.Tx) error) error { return f.db.Update(fn) }
+	f.retryWait = f.backoff
 	if err := prepareState(f.path); err != nil {
 		return nil, err
 	}
@@ -119,13 +134,22 @@ func viewOf(m metaState) View {
 		LogTime: m.LogTime, Remembered: int(m.DedupeCount)}
 }
 
-// Close closes the state file and every subscription.
+// Close closes the state file and every subscription. During a write fault it gives up
+// the retries and returns the fault; after a write fault that never cleared, or a
+// corrupt stored value, it does not mark the file clean (so the next start sets it
+// aside and rebuilds the state from the snapshot and the log).
 func (f *FSM) Close() error {
+	f.beginClose()
 	f.notify.close()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.db == nil {
 		return nil
+	}
+	if fe := f.fault.Load(); fe != nil && (!fe.Halted || fe.File == StateFile) {
+		cerr := f.db.Close()
+		f.db = nil
+		return errors.Join(fmt.Errorf("close state: %w", fe), cerr)
 	}
 	err := f.db.Sync()
 	if cerr := f.db.Close(); err == nil {
@@ -166,6 +190,13 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		refuse(0, fe)
 		return out
 	}
+	if f.gaveUp.Load() {
+		refuse(0, f.Fault())
+		return out
+	}
+	// A memory fault (a torn or truncated file under the mmap) panics instead of
+	// killing the process; tryTx turns it into a fault.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	old := f.hot.Load()
 	a, stop, fe := f.applyTx(old, logs)
 	if fe != nil && stop > 0 {
@@ -192,33 +223,97 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	}
 	if fe != nil {
 		refuse(stop, fe)
-		f.raise(fe)
+		if fe.Halted {
+			f.raise(fe)
+		}
 	}
 	return out
 }
 
 // applyAbort is how the applier stops a batch at an entry this replica cannot apply:
-// raised with panic, recovered in applyTx, never seen outside this file and apply.go.
+// raised with panic, recovered in tryTx, never seen outside this file and apply.go.
 type applyAbort struct{ fault *FaultError }
 
 var errAborted = errors.New("intentlog: batch aborted")
 
+// maxRetryDelay bounds the wait between retries of a failed state write.
+const maxRetryDelay = time.Second
+
+// retryDelay is the wait before retry attempt n: 1 ms doubling, at most maxRetryDelay.
+func retryDelay(n int) time.Duration {
+	if n >= 10 {
+		return maxRetryDelay
+	}
+	return min(time.Millisecond<<n, maxRetryDelay)
+}
+
+// backoff is the production retryWait.
+func (f *FSM) backoff(n int) bool {
+	t := time.NewTimer(retryDelay(n))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-f.closing:
+		return false
+	}
+}
+
+// beginClose stops write retries (Close calls it before it waits for the apply).
+func (f *FSM) beginClose() { f.closeOne.Do(func() { close(f.closing) }) }
+
 // applyTx applies logs in one write transaction. It returns the applier (results,
 // events, the new meta), or, when an entry halts the FSM, the rolled-back batch's
-// fault and the position of that entry.
+// fault and the position of that entry. A commit that fails (a full disk, an I/O
+// error) is retried with a bounded backoff, blocking the apply: nothing is lost or
+// skipped, and Fault reports the failure until a write succeeds. Only Close ends the
+// retries; the batch is then given up (not applied) and nothing more is.
 func (f *FSM) applyTx(old *hotState, logs []*raft.Log) (a *applier, stop int, fe *FaultError) {
-	err := f.db.Update(func(tx *bolt.Tx) (err error) {
+	for attempt := 0; ; attempt++ {
+		a, stop, fe, werr := f.tryTx(old, logs)
+		if werr == nil || fe != nil {
+			if attempt > 0 {
+				f.fault.Store(nil) // the write fault cleared (a halting fe is raised by the caller)
+				f.notify.publish(nil)
+			}
+			return a, stop, fe
+		}
+		wf := &FaultError{File: StateFile, Index: logs[0].Index, Err: werr}
+		f.fault.Store(wf)
+		f.notify.publish(nil)
+		if !f.retryWait(attempt) {
+			f.gaveUp.Store(true)
+			return nil, 0, wf
+		}
+	}
+}
+
+// tryTx is one attempt of applyTx. werr is a failed commit of the transaction (retry);
+// fe a fault that halts the FSM at position stop. Any panic in the apply (a broken
+// invariant, bbolt on a damaged page, a memory fault reading a torn file) becomes a
+// halting fault: the FSM never takes the process down.
+func (f *FSM) tryTx(old *hotState, logs []*raft.Log) (a *applier, stop int, fe *FaultError, werr error) {
+	defer func() {
+		if r := recover(); r != nil {
+			// Outside the entries' loop (the commit itself): nothing of the batch is
+			// known to be applicable.
+			a, fe, stop, werr = nil, panicFault(r, logs[0].Index), 0, nil
+		}
+	}()
+	werr = f.update(func(tx *bolt.Tx) (err error) {
 		a = &applier{tx: tx, verify: f.verify, knobs: f.knobs, maxPend: f.maxPending, histMax: f.historyLen,
-			m: readMeta(tx), rej: maps.Clone(old.rejections), out: make([]any, len(logs))}
+			rej: maps.Clone(old.rejections), out: make([]any, len(logs))}
 		defer func() {
 			if r := recover(); r != nil {
-				ab, ok := r.(applyAbort)
-				if !ok {
-					panic(r)
+				if ab, ok := r.(applyAbort); ok {
+					fe = ab.fault
+				} else {
+					fe = panicFault(r, logs[a.pos].Index)
 				}
-				fe, stop, err = ab.fault, a.pos, errAborted
+				stop, err = a.pos, errAborted
 			}
 		}()
+		a.m = a.readMeta()
 		for i, l := range logs {
 			a.pos = i
 			a.out[i] = a.apply(l)
@@ -226,14 +321,21 @@ func (f *FSM) applyTx(old *hotState, logs []*raft.Log) (a *applier, stop int, fe
 		return tx.Bucket(bMeta).Put(keyState, a.m.encode())
 	})
 	if fe != nil {
-		return nil, stop, fe
+		return nil, stop, fe, nil
 	}
-	if err != nil {
-		// The transaction could not be committed (disk full, I/O error). Carrying on
-		// would let this replica diverge from the others.
-		panic(fmt.Sprintf("intentlog: commit state transaction: %v", err))
+	return a, len(logs), nil, werr
+}
+
+// panicFault turns a recovered panic into a halting fault.
+func panicFault(r any, index uint64) *FaultError {
+	var err error
+	if re, ok := r.(interface{ Addr() uintptr }); ok {
+		// A memory fault: a page of the mmapped file is missing (truncated) or torn.
+		err = fmt.Errorf("%w: memory fault reading the file: %v", ErrCorrupt, re)
+	} else {
+		err = fmt.Errorf("apply panicked: %v\n%s", r, debug.Stack())
 	}
-	return a, len(logs), nil
+	return &FaultError{File: StateFile, Index: index, Key: "(unknown)", Halted: true, Err: err}
 }
 
 // raise records a fault. A halting one is permanent (until a restore replaces the

@@ -535,6 +535,9 @@ func (l *Log) Close() error {
 	l.once.Do(func() {
 		l.closed.Store(true)
 		close(l.done)
+		// First stop the FSM's write retries: Shutdown waits for the apply, which a
+		// full disk would otherwise block for good.
+		l.fsm.beginClose()
 		err := l.raft.Shutdown().Error()
 		// Raft is stopped, so nothing applies any more: the state can be closed.
 		err = errors.Join(err, l.fsm.Close(), l.store.Close())

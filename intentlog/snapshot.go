@@ -77,7 +77,10 @@ func writeDump(tx *bolt.Tx, w io.Writer) error {
 	put := func(b []byte) { _, _ = bw.Write(b) } // bufio keeps the first error
 	putUv := func(v uint64) { scratch = binary.AppendUvarint(scratch[:0], v); put(scratch) }
 
-	m := readMeta(tx)
+	m, err := readMeta(tx)
+	if err != nil {
+		return err
+	}
 	put([]byte(snapMagic))
 	put([]byte{layoutVersion})
 	putUv(m.Applied)
@@ -97,7 +100,7 @@ func writeDump(tx *bolt.Tx, w io.Writer) error {
 	if err := bw.Flush(); err != nil {
 		return err
 	}
-	_, err := w.Write(h.Sum(nil))
+	_, err = w.Write(h.Sum(nil))
 	return err
 }
 

@@ -240,13 +240,27 @@ func openState(path string) (*bolt.DB, error) {
 	return db, nil
 }
 
-// readMeta loads the meta state; a broken one is a broken invariant.
-func readMeta(tx *bolt.Tx) metaState {
+// readMeta loads the meta state of tx.
+func readMeta(tx *bolt.Tx) (metaState, error) {
 	m, err := decodeMeta(tx.Bucket(bMeta).Get(keyState))
 	if err != nil {
-		panic(fmt.Sprintf("intentlog: corrupt meta state: %v", err))
+		return m, fmt.Errorf("%s: meta/state: %w", StateFile, err)
 	}
-	return m
+	return m, nil
+}
+
+// keyName names a stored key for a message: bucket/key, with the sequential (8-byte
+// big-endian) keys as numbers and the others quoted.
+func keyName(bucket, key []byte) string {
+	switch string(bucket) {
+	case string(bPending), string(bChain), string(bDedupeOrder), string(bHistory):
+		if len(key) == 8 {
+			return fmt.Sprintf("%s/%d", bucket, keyU64(key))
+		}
+	case string(bMeta):
+		return fmt.Sprintf("%s/%s", bucket, key)
+	}
+	return fmt.Sprintf("%s/%q", bucket, key)
 }
 
 func readRejections(tx *bolt.Tx) map[Reason]uint64 {
