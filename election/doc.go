@@ -1,8 +1,11 @@
 // Package election decides which device holds baton's signing lease.
 //
 // The lease is the reserved `__lease__` record of the intent log: {holder, epoch, ts,
-// ttl}. The log's deterministic apply only stores it (claims are a compare-and-set on
-// the epoch; renew, release and transfer check holder and epoch). Everything that
+// ttl, rev}, where rev is the log index of the record's last change. The log's
+// deterministic apply only stores it: every lease write names the rev of the record it
+// was decided on (PrevRev), so a claim is a compare-and-set on the whole record (and
+// the epoch must be the stored one + 1), and renew, release and transfer check holder,
+// epoch and rev. Everything that
 // involves time happens here, outside the apply, on each device: a pure policy
 // (Policy.Decide) that reads no clock, and a Lease type that feeds it clock readings
 // and local observations and writes the entries it calls for. The lease only decides
@@ -69,10 +72,16 @@
 //
 //  7. A holder renews only inside its may-sign window. Once the window has closed
 //     without a renewal (a late loop, a pause) it does not renew: others, whose clocks
-//     may run faster, may already see the lease lapsed and be claiming, and a renewal
-//     landing between their observation and their CAS would leave two devices
-//     believing they hold it. It competes for epoch+1 through the CAS like everyone
-//     else instead (WhyOwnLapsed), which also fences anything it signed before.
+//     may run faster, may already see the lease lapsed and be claiming. It competes for
+//     epoch+1 through the CAS like everyone else instead (WhyOwnLapsed), which also
+//     fences anything it signed before. A renewal proposed inside the window that lands
+//     late (after a standby observed the old record for a TTL and synced) changes the
+//     record's rev, so the standby's claim, decided on the old rev, loses (ErrLostRace,
+//     stale_rev) instead of leaving two devices believing they hold. A renewal refused
+//     with stale_rev while the record still names this device at its epoch is not a lost
+//     lease (ErrStaleRecord: its view is behind, typically its own earlier write whose
+//     outcome it did not learn); it renews on the refreshed record at the next tick,
+//     and the may-sign window keeps bounding signing meanwhile.
 //
 //  8. A record naming this device that it has no memory of writing (WhyAdopt). This
 //     happens after a restart (the previous incarnation's record), after a transfer to
@@ -98,10 +107,15 @@
 //     ManualClock) the window's end fires a timer; Follow watches the log (Watcher) and
 //     observes every applied change; otherwise either is noticed at the next call.
 //
-//  11. Claims of a lapsed lease call Log.Sync first when the Log implements Syncer.
-//     The apply's CAS compares epochs and a renewal does not change the epoch, so a
-//     replica that fell behind and saw an old record "unchanged" for a TTL could
-//     otherwise take a lease its holder had just renewed.
+//  11. Claims of a lapsed lease call Log.Sync first when the Log implements Syncer. A
+//     replica that fell behind and saw an old record "unchanged" for a TTL would
+//     propose a claim that the apply's CAS refuses (stale_rev, the holder had renewed);
+//     syncing first shows it the renewal and saves the doomed proposal.
+//
+//  12. Timing: CheckTiming refuses a tick or a proposal timeout above a third of the
+//     TTL, which would leave a hold's window too short for one proposal. Expiry as
+//     shown to people comes from Decision.ExpiresIn (this device's observation guard
+//     and window), not from ts + ttl on a wall clock.
 //
 // # Limits
 //
@@ -114,10 +128,10 @@
 //     clocks catching up) and whose replica is stale believes it still holds. Nothing
 //     local can tell; the apply's fencing rejects its commits and its renewal
 //     (TestFrozenHolderRenewRejected), and from then on it does not hold.
-//   - Without a Syncer, a replica that lags by a whole TTL can take a lease its holder
-//     has just renewed (the CAS is on the epoch). The chain stays fork-free (fencing);
-//     the holder just loses the lease early. The node should supply Sync (a barrier on
-//     the leader, or a read index forwarded to it).
+//   - Without a Syncer, a replica that lags by a whole TTL proposes claims that the
+//     CAS refuses (stale_rev) until it catches up; nothing is lost but proposals. The
+//     node should supply Sync (a barrier on the leader, or a read index forwarded to
+//     it).
 //   - An operator's Steal takes a live lease by design; until the robbed holder's
 //     replica applies the steal it may still believe it holds the older epoch.
 //

@@ -14,9 +14,15 @@ var (
 	// ErrLeaseHeld: another device holds a live lease (see HeldError for who and until
 	// when). Only an operator's Steal takes a live lease.
 	ErrLeaseHeld = errors.New("election: lease held by another device")
-	// ErrLostRace: the claim's compare-and-set lost (another claim, or an entry this
-	// device had not applied yet, moved the epoch first).
+	// ErrLostRace: the claim's compare-and-set lost: the stored record is no longer
+	// the one the claim was decided on (another claim won, or a renewal or any other
+	// lease write this device had not applied yet landed first).
 	ErrLostRace = errors.New("election: lost the claim race")
+	// ErrStaleRecord: a renew, release or transfer was refused because the record,
+	// which still names this device at the same epoch, changed since this device read
+	// it (stale_rev: an earlier write of its own, whose outcome it did not learn, was
+	// applied). The lease is not lost; retry once the local replica has caught up.
+	ErrStaleRecord = errors.New("election: lease record changed since it was read")
 	// ErrNotHolder: this device does not hold the lease (or the apply said so:
 	// not_holder / epoch_mismatch on a renew, release or transfer).
 	ErrNotHolder = errors.New("election: not the lease holder")
@@ -64,7 +70,8 @@ func (e *HeldError) Unwrap() error { return ErrLeaseHeld }
 
 // RejectedError is an apply rejection of a lease entry. It unwraps to ErrLostRace (a
 // claim's CAS lost), ErrNotHolder (a renew, release or transfer by a device that no
-// longer holds), or ErrRejected.
+// longer holds), ErrStaleRecord (a renew, release or transfer decided on an older
+// revision of a record that still names this device), or ErrRejected.
 type RejectedError struct {
 	Op     string // "claim", "steal", "renew", "release", "transfer"
 	Reason intentlog.Reason
@@ -84,12 +91,17 @@ func rejected(op string, res intentlog.Result) *RejectedError {
 	e := &RejectedError{Op: op, Reason: res.Reason, Index: res.Index, Lease: res.Lease, kind: ErrRejected}
 	switch op {
 	case "claim", "steal":
-		if res.Reason == intentlog.ReasonEpochMismatch {
+		if res.Reason == intentlog.ReasonEpochMismatch || res.Reason == intentlog.ReasonStaleRev {
 			e.kind = ErrLostRace
 		}
 	default:
-		if res.Reason == intentlog.ReasonEpochMismatch || res.Reason == intentlog.ReasonNotHolder {
+		switch res.Reason {
+		case intentlog.ReasonEpochMismatch, intentlog.ReasonNotHolder:
 			e.kind = ErrNotHolder
+		case intentlog.ReasonStaleRev:
+			// The apply checks holder and epoch first: stale_rev means both still
+			// match, only the revision moved.
+			e.kind = ErrStaleRecord
 		}
 	}
 	return e

@@ -6,13 +6,17 @@ import (
 	"sync"
 
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/internal/knobs"
 )
 
 // cluster is an in-memory stand-in for the replicated intent log: one authoritative
 // state to which every proposal is applied at once, with the DESIGN apply rules for
-// lease entries (the real FSM lives in intentlog; its cluster tests come later).
+// lease entries: claims compare the record's revision and the epoch (only the epoch
+// with the EpochOnlyClaim knob), renew, release and transfer holder, epoch and
+// revision. The real FSM lives in intentlog.
 type cluster struct {
 	mu       sync.Mutex
+	knobs    knobs.Intentlog // the apply's test knobs (EpochOnlyClaim)
 	lease    intentlog.Lease
 	index    uint64
 	members  map[string]bool
@@ -79,6 +83,9 @@ func (c *cluster) propose(ctx context.Context, from string, e intentlog.Entry) (
 	defer c.mu.Unlock()
 	c.index++
 	res := c.applyLocked(e)
+	if res.Accepted {
+		c.lease.Rev = c.index // every accepted entry here is a lease write
+	}
 	res.Index = c.index
 	res.Lease = c.lease
 	c.proposed = append(c.proposed, proposal{from: from, entry: e, res: res})
@@ -89,12 +96,15 @@ func (c *cluster) propose(ctx context.Context, from string, e intentlog.Entry) (
 
 func (c *cluster) applyLocked(e intentlog.Entry) intentlog.Result {
 	reject := func(r intentlog.Reason) intentlog.Result { return intentlog.Result{Reason: r} }
-	check := func(holder string, epoch uint64) intentlog.Reason {
+	check := func(holder string, epoch, prevRev uint64) intentlog.Reason {
 		if c.lease.Holder == "" || c.lease.Holder != holder {
 			return intentlog.ReasonNotHolder
 		}
 		if c.lease.Epoch != epoch {
 			return intentlog.ReasonEpochMismatch
+		}
+		if prevRev != c.lease.Rev {
+			return intentlog.ReasonStaleRev
 		}
 		return ""
 	}
@@ -107,22 +117,24 @@ func (c *cluster) applyLocked(e intentlog.Entry) intentlog.Result {
 			return reject(intentlog.ReasonBadEntry)
 		case e.Force && e.Reason == "":
 			return reject(intentlog.ReasonNoReason)
-		case e.PrevEpoch != c.lease.Epoch || e.Epoch != e.PrevEpoch+1:
+		case !c.knobs.EpochOnlyClaim && e.PrevRev != c.lease.Rev:
+			return reject(intentlog.ReasonStaleRev)
+		case e.Epoch != c.lease.Epoch+1:
 			return reject(intentlog.ReasonEpochMismatch)
 		}
 		c.lease = intentlog.Lease{Holder: e.Holder, Epoch: e.Epoch, TS: e.TS, TTL: e.TTL}
 	case intentlog.RenewEntry:
-		if r := check(e.Holder, e.Epoch); r != "" {
+		if r := check(e.Holder, e.Epoch, e.PrevRev); r != "" {
 			return reject(r)
 		}
 		c.lease.TS = e.TS
 	case intentlog.ReleaseEntry:
-		if r := check(e.Holder, e.Epoch); r != "" {
+		if r := check(e.Holder, e.Epoch, e.PrevRev); r != "" {
 			return reject(r)
 		}
 		c.lease.Holder = ""
 	case intentlog.TransferEntry:
-		if r := check(e.Holder, e.Epoch); r != "" {
+		if r := check(e.Holder, e.Epoch, e.PrevRev); r != "" {
 			return reject(r)
 		}
 		if !c.members[e.To] {

@@ -409,7 +409,7 @@ func (l *Lease) Renew(ctx context.Context) (bool, error) {
 	// ts must change the record (observers restart their count on a change, and the
 	// memory of this write is keyed by it) even if the wall clock stepped back.
 	ts := max(now.UnixMilli(), rec.TS+1)
-	e := intentlog.RenewEntry{Holder: l.self, Epoch: rec.Epoch, TS: ts}
+	e := intentlog.RenewEntry{Holder: l.self, Epoch: rec.Epoch, PrevRev: rec.Rev, TS: ts}
 	l.addWriteLocked(write{epoch: e.Epoch, ts: ts, mono: mono, wall: now})
 	l.stats.RenewsProposed++
 	l.mu.Unlock()
@@ -433,7 +433,14 @@ func (l *Lease) Renew(ctx context.Context) (bool, error) {
 		} else {
 			l.dropWritesLocked(func(w write) bool { return w.epoch == e.Epoch && w.ts == e.TS })
 		}
-		l.refreshLocked()
+		d, _ := l.refreshLocked()
+		if errors.Is(rerr, ErrStaleRecord) {
+			// The record still names us at this epoch; our view of it is behind (an
+			// earlier write of ours, whose outcome we did not learn, was applied).
+			// Not a lost lease: the window keeps bounding signing, and the next tick
+			// renews on the refreshed record.
+			return d.Holding(), rerr
+		}
 		return false, rerr
 	}
 	l.markOKLocked(e.Epoch, e.TS)
@@ -456,7 +463,7 @@ func (l *Lease) RenewOrClaim(ctx context.Context) (bool, error) {
 		_, err = l.Claim(ctx)
 	}
 	if errors.Is(err, ErrNotHolder) || errors.Is(err, ErrLostRace) ||
-		errors.Is(err, ErrLeaseHeld) || errors.Is(err, ErrStandoff) {
+		errors.Is(err, ErrLeaseHeld) || errors.Is(err, ErrStandoff) || errors.Is(err, ErrStaleRecord) {
 		err = nil
 	}
 	return l.Holds(), err
@@ -484,7 +491,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		return fmt.Errorf("release epoch %d: %w", rec.Epoch, err)
 	}
 	defer l.unlockWrites()
-	res, err := l.log.Propose(ctx, intentlog.ReleaseEntry{Holder: l.self, Epoch: rec.Epoch})
+	res, err := l.log.Propose(ctx, intentlog.ReleaseEntry{Holder: l.self, Epoch: rec.Epoch, PrevRev: rec.Rev})
 	return l.finishYield("release", rec, res, err)
 }
 
@@ -511,7 +518,7 @@ func (l *Lease) Transfer(ctx context.Context, to string) error {
 	l.yieldLocked(rec)
 	l.mu.Unlock()
 
-	res, err := l.log.Propose(ctx, intentlog.TransferEntry{Holder: l.self, Epoch: rec.Epoch, To: to, TS: ts})
+	res, err := l.log.Propose(ctx, intentlog.TransferEntry{Holder: l.self, Epoch: rec.Epoch, PrevRev: rec.Rev, To: to, TS: ts})
 	return l.finishYield("transfer", rec, res, err)
 }
 
@@ -535,23 +542,24 @@ func (l *Lease) notClaimableLocked(d Decision, rec intentlog.Lease) error {
 		Holder:        rec.Holder,
 		Epoch:         rec.Epoch,
 		Expires:       time.UnixMilli(rec.TS).Add(d.TTL).UTC(),
-		ClaimableIn:   d.WakeIn(l.clock.Mono()),
+		ClaimableIn:   d.ExpiresIn(),
 		SuspectedSkew: d.SuspectedSkew,
 	}
 }
 
 // claimEntryLocked builds a claim (a steal when reason is set) on rec and remembers it
-// as a pending write, stamped just before it is proposed.
+// as a pending write, stamped just before it is proposed. It names rec's revision: the
+// apply accepts it only if the stored record is still the one it was decided on.
 func (l *Lease) claimEntryLocked(rec intentlog.Lease, reason string) intentlog.ClaimEntry {
 	now, mono := l.clock.Now(), l.clock.Mono()
 	e := intentlog.ClaimEntry{
-		Holder:    l.self,
-		Epoch:     rec.Epoch + 1,
-		PrevEpoch: rec.Epoch,
-		TS:        now.UnixMilli(),
-		TTL:       l.pol.TTL.Milliseconds(),
-		Force:     reason != "",
-		Reason:    reason,
+		Holder:  l.self,
+		Epoch:   rec.Epoch + 1,
+		PrevRev: rec.Rev,
+		TS:      now.UnixMilli(),
+		TTL:     l.pol.TTL.Milliseconds(),
+		Force:   reason != "",
+		Reason:  reason,
 	}
 	l.addWriteLocked(write{epoch: e.Epoch, ts: e.TS, mono: mono, wall: now})
 	return e

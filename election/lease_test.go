@@ -140,7 +140,7 @@ func TestClaimVacantThenHold(t *testing.T) {
 		t.Fatalf("epoch %d, want 1", e)
 	}
 	es := c.entries("a")
-	want := intentlog.ClaimEntry{Holder: "a", Epoch: 1, PrevEpoch: 0, TS: t0.UnixMilli(), TTL: lTTL.Milliseconds()}
+	want := intentlog.ClaimEntry{Holder: "a", Epoch: 1, PrevRev: 0, TS: t0.UnixMilli(), TTL: lTTL.Milliseconds()}
 	if len(es) != 1 || es[0] != want {
 		t.Fatalf("entries %+v, want [%+v]", es, want)
 	}
@@ -329,7 +329,7 @@ func TestReleasedLeaseRaceHasOneWinner(t *testing.T) {
 		case errors.Is(r.err, ErrLostRace):
 			lostRace = append(lostRace, r)
 			var re *RejectedError
-			if !errors.As(r.err, &re) || re.Reason != intentlog.ReasonEpochMismatch || re.Op != "claim" {
+			if !errors.As(r.err, &re) || re.Reason != intentlog.ReasonStaleRev || re.Op != "claim" {
 				t.Fatalf("loser's error %v", r.err)
 			}
 		default:
@@ -346,7 +346,7 @@ func TestReleasedLeaseRaceHasOneWinner(t *testing.T) {
 	if !winner.l.Holds() || loser.l.Holds() || c.record().Holder != winner.name {
 		t.Fatal("hold state does not match the race's outcome")
 	}
-	if s := loser.l.Stats(); s.LostRaces != 1 || s.Rejections[intentlog.ReasonEpochMismatch] != 1 || s.Claims != 0 {
+	if s := loser.l.Stats(); s.LostRaces != 1 || s.Rejections[intentlog.ReasonStaleRev] != 1 || s.Claims != 0 {
 		t.Fatalf("loser stats %+v", s)
 	}
 }
@@ -538,10 +538,11 @@ func TestTransfer(t *testing.T) {
 	if b.l.Holds() {
 		t.Fatal("b holds a transferred lease without a fresh write")
 	}
+	transferred := c.record()
 	if held := step(t, 0, b); !held["b"] || b.l.Epoch() != 3 {
 		t.Fatalf("b after its tick: %v epoch %d", held, b.l.Epoch())
 	}
-	if es := c.entries("b"); len(es) != 1 || es[0].(intentlog.ClaimEntry).PrevEpoch != 2 {
+	if es := c.entries("b"); len(es) != 1 || es[0].(intentlog.ClaimEntry).PrevRev != transferred.Rev {
 		t.Fatalf("b's entries %+v", es)
 	}
 	if s := a.l.Stats(); s.Transfers != 1 || s.Rejections[intentlog.ReasonNotMember] != 1 {
@@ -566,7 +567,7 @@ func TestSteal(t *testing.T) {
 		t.Fatal("thief does not hold")
 	}
 	es := c.entries("c")
-	if ce, ok := es[len(es)-1].(intentlog.ClaimEntry); !ok || !ce.Force || ce.Reason != "a is wedged (ticket 12)" || ce.PrevEpoch != 1 {
+	if ce, ok := es[len(es)-1].(intentlog.ClaimEntry); !ok || !ce.Force || ce.Reason != "a is wedged (ticket 12)" || ce.PrevRev != 1 {
 		t.Fatalf("steal entry %+v", es)
 	}
 	a.l.Observe()

@@ -157,6 +157,26 @@ type Decision struct {
 	// record does not change: a loop can sleep until then (or until the record
 	// changes) instead of a whole tick. Equal to Mono when the action is due now.
 	Wake time.Duration
+	// Mono is the monotonic reading the decision was made at (Input.Mono).
+	Mono time.Duration
+	// Expires is the monotonic reading at which the lease ends as this device's
+	// policy sees it, if the record does not change: for another device's lease, the
+	// earliest moment this device may claim it (observed unchanged for a ttl and the
+	// wall clock agreeing, or 2*ttl observed); for this device's own hold, the moment
+	// its may-sign window closes. Mono when the lease is free or lapsed already. It
+	// ignores this device's own release standoff. Use it (ExpiresIn), not ts + ttl on
+	// the wall clock, to say when a lease expires: the wall clocks of two devices may
+	// disagree, and the observation guard is what decides.
+	Expires time.Duration
+}
+
+// ExpiresIn is Expires relative to the decision's time: how long until the lease ends
+// as this device's policy sees it (0 when free or lapsed).
+func (d Decision) ExpiresIn() time.Duration {
+	if d.Expires <= d.Mono {
+		return 0
+	}
+	return d.Expires - d.Mono
 }
 
 // Holding reports whether the decision says this device holds the lease and may sign.
@@ -170,6 +190,29 @@ func (d Decision) WakeIn(mono time.Duration) time.Duration {
 		return 0
 	}
 	return d.Wake - mono
+}
+
+// CheckTiming refuses lease timing under which a hold's may-sign window is too short
+// for one proposal: the signer loop's tick and the timeout of one lease proposal must
+// each be at most a third of the TTL. The holder renews once half the TTL has passed
+// and stops signing at SignFraction*ttl (2/3 by default): a tick or a proposal longer
+// than a third leaves a holder renewing too late, or signing on a renewal it could not
+// have completed, on every hold. Call it when the node's config is validated.
+func CheckTiming(ttl, tick, proposeTimeout time.Duration) error {
+	third := ttl / 3
+	switch {
+	case ttl <= 0:
+		return fmt.Errorf("%w: ttl %v must be positive", ErrBadOptions, ttl)
+	case tick <= 0:
+		return fmt.Errorf("%w: tick %v must be positive", ErrBadOptions, tick)
+	case proposeTimeout <= 0:
+		return fmt.Errorf("%w: proposal timeout %v must be positive", ErrBadOptions, proposeTimeout)
+	case tick > third:
+		return fmt.Errorf("%w: tick %v is above a third of the ttl %v (%v): a hold's window would be too short for one proposal", ErrBadOptions, tick, ttl, third)
+	case proposeTimeout > third:
+		return fmt.Errorf("%w: proposal timeout %v is above a third of the ttl %v (%v): a hold's window would be too short for one proposal", ErrBadOptions, proposeTimeout, ttl, third)
+	}
+	return nil
 }
 
 // RecordTTL returns the TTL a decision about rec uses: the record's, or fallback when
@@ -190,6 +233,8 @@ func (p Policy) Decide(in Input) Decision {
 		TTL:      ttl,
 		Observed: in.Mono - in.FirstSeen,
 		Wake:     in.Mono,
+		Mono:     in.Mono,
+		Expires:  in.Mono,
 	}
 	if d.Observed < 0 {
 		d.Observed = 0
@@ -223,6 +268,7 @@ func (p Policy) Decide(in Input) Decision {
 		if since < window {
 			d.MaySign = true
 			d.SignUntil = in.Mono + (window - since)
+			d.Expires = d.SignUntil
 		}
 		switch {
 		case since >= window:
@@ -264,6 +310,10 @@ func (p Policy) Decide(in Input) Decision {
 
 	// Someone else's lease (or an own record we cannot vouch for).
 	wallAgrees := d.WallAge >= ttl
+	// When it lapses for us, if it stays unchanged: observed for a ttl and the wall
+	// clock agreeing, or observed for 2*ttl whatever the wall clock says.
+	byWall := in.Mono + (ttl - d.WallAge)
+	d.Expires = max(in.FirstSeen+ttl, min(byWall, in.FirstSeen+2*ttl), in.Mono)
 	switch {
 	case d.Observed >= ttl && wallAgrees:
 		d.Action, d.Why = Claim, WhyLapsed
@@ -272,7 +322,7 @@ func (p Policy) Decide(in Input) Decision {
 	case d.Observed >= ttl:
 		d.Action, d.Why, d.SuspectedSkew = Wait, WhySkew, true
 		d.Wake = in.FirstSeen + 2*ttl
-		if byWall := in.Mono + (ttl - d.WallAge); byWall < d.Wake {
+		if byWall < d.Wake {
 			d.Wake = byWall
 		}
 	default:

@@ -68,7 +68,7 @@ func newSim(t *rapid.T, steals bool) *sim {
 				s.ok(t, other.id+" interleaved RenewOrClaim", err)
 			}
 		}
-		if ce.PrevEpoch != s.c.record().Epoch {
+		if ce.PrevRev != s.c.record().Rev {
 			return true, nil // the CAS will reject it
 		}
 		for _, d := range s.devs {
@@ -198,7 +198,7 @@ func (s *sim) robbed(err error) error {
 
 func isLostRace(err error) bool {
 	var re *RejectedError
-	return errors.As(err, &re) && re.Reason == intentlog.ReasonEpochMismatch
+	return errors.As(err, &re) && (re.Reason == intentlog.ReasonEpochMismatch || re.Reason == intentlog.ReasonStaleRev)
 }
 
 // run performs a random sequence of actions (the clock and tick actions weighted up),

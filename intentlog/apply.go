@@ -3,10 +3,14 @@ package intentlog
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/batonhq/baton/internal/knobs"
 )
 
 // applier applies a batch of Raft log entries inside one bbolt write transaction. It
@@ -15,9 +19,14 @@ import (
 type applier struct {
 	tx       *bolt.Tx
 	verify   CommitVerifier
-	dedupe   uint64 // window size
+	knobs    knobs.Intentlog
 	histMax  uint64
+	maxPend  uint64 // MaxPending (tests lower it)
+	budget   int    // dedupe evictions left for the current entry (evictPerEntry)
 	m        metaState
+	out      []any             // results, one per entry of the batch
+	pos      int               // position in the batch of the entry being applied
+	cur      uint64            // its Raft index
 	rej      map[Reason]uint64 // rejection counts after this batch (copy of the stored ones)
 	rejDirty bool
 	events   []Event
@@ -25,6 +34,7 @@ type applier struct {
 }
 
 func (a *applier) apply(l *raft.Log) any {
+	a.cur = l.Index
 	if l.Index <= a.m.Applied {
 		// Already applied before a restart (the bbolt state is durable and may be ahead
 		// of Raft's idea of what was applied): never apply twice.
@@ -43,9 +53,25 @@ func (a *applier) apply(l *raft.Log) any {
 		return nil
 	}
 	e, err := Decode(l.Data)
+	if errors.Is(err, ErrCorrupt) {
+		// Not the proposer's mistake: this replica's copy changed after it was
+		// written. The others' copies are most likely fine: rejecting it here would
+		// diverge from them, applying is impossible. Halt.
+		a.halt(&FaultError{File: RaftFile, Index: l.Index, Key: "logs/" + strconv.FormatUint(l.Index, 10), Halted: true, Err: err})
+	}
 	if err != nil {
 		return a.reject(l.Index, ReasonMalformed)
 	}
+	a.budget = evictPerEntry
+	res := a.command(l, e)
+	if res.Accepted {
+		// Only after an accepted entry: a rejected one changes nothing but its counter.
+		a.evictExpired()
+	}
+	return res
+}
+
+func (a *applier) command(l *raft.Log, e Entry) Result {
 	switch e := e.(type) {
 	case IntentsEntry:
 		return a.intents(l.Index, e)
@@ -59,9 +85,15 @@ func (a *applier) apply(l *raft.Log) any {
 		return a.transfer(l.Index, e)
 	case CommitEntry:
 		return a.commit(l.Index, e)
+	case GenesisEntry:
+		return a.genesis(l.Index, e, l.Data)
 	}
 	return a.reject(l.Index, ReasonMalformed)
 }
+
+// halt stops the batch at the current entry (see applyAbort): the transaction is rolled
+// back and the entries before this one are applied again without it.
+func (a *applier) halt(fe *FaultError) { panic(applyAbort{fault: fe}) }
 
 func (a *applier) result(idx uint64) Result {
 	return Result{Index: idx, Accepted: true, Lease: a.m.Lease, Head: a.m.Head}
@@ -72,7 +104,7 @@ func (a *applier) countReject(r Reason) {
 	a.rejDirty = true
 	a.changed = true
 	if err := a.tx.Bucket(bRejections).Put([]byte(r), u64key(a.rej[r])); err != nil {
-		panic(fmt.Sprintf("intentlog: write rejection counter: %v", err))
+		a.writeFailed(bRejections, []byte(r), err)
 	}
 }
 
@@ -81,10 +113,36 @@ func (a *applier) reject(idx uint64, r Reason) Result {
 	return Result{Index: idx, Reason: r, Lease: a.m.Lease, Head: a.m.Head}
 }
 
+// must stops the batch if a write into the transaction failed. bbolt's in-memory
+// writes fail only for a damaged or misused bucket (never for I/O, which happens at
+// commit): a halt, not a crash.
 func must(err error) {
 	if err != nil {
-		panic(fmt.Sprintf("intentlog: state write failed: %v", err))
+		panic(applyAbort{fault: &FaultError{File: StateFile, Key: "(write)", Halted: true,
+			Err: fmt.Errorf("%w: write into the state transaction failed: %v", ErrCorrupt, err)}})
 	}
+}
+
+// corrupt halts the batch: the stored value at bucket/key does not decode, or the
+// stored state contradicts itself. The state file cannot be trusted: halt (a
+// FaultError naming state.db and the key), never repair.
+func (a *applier) corrupt(bucket, key []byte, format string, args ...any) {
+	a.halt(&FaultError{File: StateFile, Index: a.cur, Key: keyName(bucket, key), Halted: true,
+		Err: fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))})
+}
+
+func (a *applier) writeFailed(bucket, key []byte, err error) {
+	a.halt(&FaultError{File: StateFile, Index: a.cur, Key: keyName(bucket, key), Halted: true,
+		Err: fmt.Errorf("%w: write into the state transaction failed: %v", ErrCorrupt, err)})
+}
+
+// readMeta loads the meta state of the transaction; a broken one halts.
+func (a *applier) readMeta() metaState {
+	m, err := readMeta(a.tx)
+	if err != nil {
+		a.corrupt(bMeta, keyState, "%v", err)
+	}
+	return m
 }
 
 // --- intents ---
@@ -96,25 +154,22 @@ func (a *applier) intents(idx uint64, e IntentsEntry) Result {
 	res := Result{Index: idx, Intents: make([]IntentResult, 0, len(e.Intents))}
 	for _, in := range e.Intents {
 		ir := IntentResult{ID: in.ID}
-		if r := validateIntent(in); r != "" {
+		if r := a.validIntent(in, e.v1); r != "" {
 			ir.Reason = r
 			a.countReject(r)
 		} else if d, ok := a.dedupeGet(in.ID); ok {
-			ir = IntentResult{ID: in.ID, Accepted: true, Index: d.Index, Duplicate: true, Seq: d.Seq}
-		} else if a.m.PendCount >= a.dedupe {
-			// The queue is FIFO and commits take its oldest intents, so while at most
-			// dedupe intents are pending every pending ID is still in the dedupe window:
-			// a retried ID can never be queued twice. Beyond that, refuse (the client
-			// retries once the chain moves) rather than forget IDs that are unsigned.
-			ir.Reason = ReasonBacklog
-			a.countReject(ReasonBacklog)
+			ir = d.result(in.ID)
+			ir.Duplicate = true
+		} else if r := a.admit(e.v1); r != "" {
+			ir.Reason = r
+			a.countReject(r)
 		} else {
 			if in.Op == OpDel {
 				in.Value = nil
 			}
 			a.pendingPush(in)
-			a.dedupePut(in.ID, idx)
-			ir.Accepted, ir.Index = true, idx
+			d := a.dedupePut(in.ID, idx, e.v1)
+			ir = d.result(in.ID)
 			a.events = append(a.events, IntentAccepted{ID: in.ID, Index: idx})
 			a.changed = true
 		}
@@ -132,11 +187,85 @@ func (a *applier) intents(idx uint64, e IntentsEntry) Result {
 	return res
 }
 
+// admit decides whether one more intent may be queued and remembered: "" or
+// ReasonBacklog (retryable: the client tries again once the chain moves or time
+// passes).
+func (a *applier) admit(v1 bool) Reason {
+	if v1 {
+		// Version 1's rule: at most legacyDedupeWindow pending, so that no pending ID
+		// left its count window.
+		if a.m.PendCount >= legacyDedupeWindow {
+			return ReasonBacklog
+		}
+		return ""
+	}
+	if a.m.PendCount >= a.maxPend {
+		return ReasonBacklog
+	}
+	if max := a.m.Genesis.MaxIDs; max > 0 && a.m.DedupeCount >= max {
+		// At the operator's cap: make room only by forgetting an ID that may be
+		// forgotten (signed and older than the retention), never a younger one. Only
+		// when that makes room, so that a refused intent changes nothing.
+		if a.m.DedupeCount == max {
+			a.evictExpiredN(1)
+		}
+		if a.m.DedupeCount >= max {
+			return ReasonBacklog
+		}
+	}
+	return ""
+}
+
+// validIntent returns why in is refused ("" if valid): ValidateIntent's rule, or for
+// a version-1 entry the rule that version's apply had.
+func (a *applier) validIntent(in Intent, v1 bool) Reason {
+	if v1 {
+		return validateIntentV1(in)
+	}
+	if e := validateIntent(in); e != nil {
+		return e.Reason
+	}
+	return ""
+}
+
 func (a *applier) pendingPush(in Intent) {
-	must(a.tx.Bucket(bPending).Put(u64key(a.m.PendNext), encodeIntentValue(in)))
+	must(a.bucket(bPending).Put(u64key(a.m.PendNext), encodeIntentValue(in)))
 	a.m.PendNext++
 	a.m.PendCount++
 	a.m.PendBytes += uint64(len(in.Path) + len(in.Value))
+}
+
+// --- the dedupe window ---
+//
+// Every accepted intent ID is remembered with its result (dedupeEntry) in bDedupe, and
+// its insertion order in bDedupeOrder. Insertion order is log-time order (log time
+// never decreases), so eviction looks only at the oldest: it stops at the first ID
+// that is still pending (never forget an unsigned ID: its retry must find it) or
+// younger than the retention. Eviction runs after every accepted entry, at most
+// evictPerEntry IDs each time, so a big jump in log time never makes one huge
+// transaction.
+
+// retention is the dedupe retention in ms.
+func (a *applier) retention() int64 {
+	if r := a.m.Genesis.Retention; r > 0 {
+		return r
+	}
+	return DefaultRetention
+}
+
+// advance moves log time to ts if ts is later (log time never decreases). Only
+// version-2 entries call it: version-1 entries did not keep log time, and a converted
+// old snapshot must equal its replayed log.
+func (a *applier) advance(ts int64) {
+	if ts <= a.m.LogTime {
+		return
+	}
+	if a.m.TimeOrigin == 0 {
+		// IDs remembered before log time started (log time 0: a legacy log) count
+		// from here.
+		a.m.TimeOrigin = ts
+	}
+	a.m.LogTime = ts
 }
 
 func (a *applier) dedupeGet(id string) (dedupeEntry, bool) {
@@ -146,43 +275,121 @@ func (a *applier) dedupeGet(id string) (dedupeEntry, bool) {
 	}
 	d, err := decodeDedupe(v)
 	if err != nil {
-		panic(fmt.Sprintf("intentlog: corrupt dedupe entry %q: %v", id, err))
+		a.corrupt(bDedupe, []byte(id), "%v", err)
 	}
 	return d, true
 }
 
-func (a *applier) dedupePut(id string, idx uint64) {
-	d := dedupeEntry{Order: a.m.DedupeNext, Index: idx}
-	a.m.DedupeNext++
-	must(a.tx.Bucket(bDedupe).Put([]byte(id), d.encode()))
-	must(a.tx.Bucket(bDedupeOrder).Put(u64key(d.Order), []byte(id)))
-	a.m.DedupeCount++
-	order := a.tx.Bucket(bDedupeOrder)
-	for a.m.DedupeCount > a.dedupe {
-		c := order.Cursor()
-		k, oldID := c.First()
-		if k == nil {
-			panic("intentlog: dedupe count exceeds dedupe order bucket")
+// dedupePut remembers id as accepted by the entry at idx, now (log time).
+func (a *applier) dedupePut(id string, idx uint64, v1 bool) dedupeEntry {
+	d := dedupeEntry{Order: a.m.DedupeNext, Index: idx, LogTime: a.m.LogTime}
+	a.dedupeStore(id, d)
+	switch {
+	case v1:
+		// Version 1's count window: the oldest go once more than legacyDedupeWindow
+		// are remembered (bounded like any eviction; a version-1 log never holds more).
+		for n := 0; a.m.DedupeCount > legacyDedupeWindow && n < evictPerEntry; n++ {
+			a.evictOldest()
 		}
-		must(a.tx.Bucket(bDedupe).Delete(oldID))
-		must(c.Delete())
-		a.m.DedupeCount--
+	case a.knobs.DedupeCount > 0:
+		for a.m.DedupeCount > uint64(a.knobs.DedupeCount) {
+			a.evictOldest()
+		}
 	}
+	return d
+}
+
+func (a *applier) dedupeStore(id string, d dedupeEntry) {
+	must(a.tx.Bucket(bDedupe).Put([]byte(id), d.encode()))
+	must(a.bucket(bDedupeOrder).Put(u64key(d.Order), []byte(id)))
+	a.m.DedupeNext++
+	a.m.DedupeCount++
+}
+
+// evictExpired forgets the oldest IDs that may be forgotten, within the entry's budget.
+func (a *applier) evictExpired() { a.evictExpiredN(a.budget) }
+
+func (a *applier) evictExpiredN(n int) {
+	if a.knobs.DedupeCount > 0 || a.m.LogTime <= 0 {
+		return // the knob's count window replaces this; no log time, no age
+	}
+	keep := a.retention()
+	order := a.bucket(bDedupeOrder)
+	for ; n > 0 && a.budget > 0; n-- {
+		k, id := order.Cursor().First()
+		if k == nil {
+			return
+		}
+		d, ok := a.dedupeGet(string(id))
+		if !ok {
+			a.corrupt(bDedupeOrder, k, "names %q, which is not remembered", id)
+		}
+		if d.Seq == 0 || a.m.LogTime-max(d.LogTime, a.m.TimeOrigin) <= keep {
+			return // pending, or within the retention: so is everything after it
+		}
+		a.evictOldest()
+	}
+}
+
+// expirable counts, without changing anything, how many of the oldest n remembered IDs
+// evictExpiredN would forget.
+func (a *applier) expirable(n int) int {
+	if a.knobs.DedupeCount > 0 || a.m.LogTime <= 0 {
+		return 0
+	}
+	keep := a.retention()
+	c := a.tx.Bucket(bDedupeOrder).Cursor()
+	got := 0
+	for k, id := c.First(); k != nil && got < n; k, id = c.Next() {
+		d, ok := a.dedupeGet(string(id))
+		if !ok || d.Seq == 0 || a.m.LogTime-max(d.LogTime, a.m.TimeOrigin) <= keep {
+			break
+		}
+		got++
+	}
+	return got
+}
+
+// evictOldest forgets the oldest remembered ID, whatever its state.
+func (a *applier) evictOldest() {
+	c := a.bucket(bDedupeOrder).Cursor()
+	k, id := c.First()
+	if k == nil {
+		a.corrupt(bMeta, keyState, "dedupe count %d exceeds the dedupe order bucket", a.m.DedupeCount)
+	}
+	must(a.tx.Bucket(bDedupe).Delete(id))
+	must(c.Delete())
+	a.m.DedupeCount--
+	a.budget--
+}
+
+// bucket returns a bucket of the transaction; the append-mostly ones (sequential keys)
+// are filled to the brim instead of half, which halves their size on disk.
+func (a *applier) bucket(name []byte) *bolt.Bucket {
+	b := a.tx.Bucket(name)
+	switch string(name) {
+	case string(bDedupeOrder), string(bPending), string(bChain), string(bHistory):
+		b.FillPercent = 1.0
+	}
+	return b
 }
 
 // --- lease ---
 
+// history records an accepted lease entry: the record's revision becomes the entry's
+// index, and the event goes into the bounded lease history.
 func (a *applier) history(ev LeaseEvent) {
+	a.m.Lease.Rev = ev.Index
 	w := &wbuf{}
 	encodeLeaseEvent(w, ev)
-	h := a.tx.Bucket(bHistory)
+	h := a.bucket(bHistory)
 	must(h.Put(u64key(a.m.HistNext), w.b))
 	a.m.HistNext++
 	a.m.HistCount++
 	for a.m.HistCount > a.histMax {
 		c := h.Cursor()
 		if k, _ := c.First(); k == nil {
-			panic("intentlog: history count exceeds history bucket")
+			a.corrupt(bMeta, keyState, "history count %d exceeds the history bucket", a.m.HistCount)
 		}
 		must(c.Delete())
 		a.m.HistCount--
@@ -202,11 +409,15 @@ func (a *applier) claim(idx uint64, e ClaimEntry) Result {
 		return a.reject(idx, ReasonTooLarge)
 	case e.Force && e.Reason == "":
 		return a.reject(idx, ReasonNoReason)
-	case e.PrevEpoch != a.m.Lease.Epoch || e.Epoch != e.PrevEpoch+1 || e.Epoch == 0:
-		return a.reject(idx, ReasonEpochMismatch)
+	}
+	if r := a.claimCAS(e); r != "" {
+		return a.reject(idx, r)
 	}
 	prior := a.m.Lease.Holder
 	a.m.Lease = Lease{Holder: e.Holder, Epoch: e.Epoch, TS: e.TS, TTL: e.TTL}
+	if !e.v1 {
+		a.advance(e.TS)
+	}
 	ev := LeaseEvent{Index: idx, Event: "claim", Holder: e.Holder, Epoch: e.Epoch, TS: e.TS}
 	if e.Force {
 		ev.Event, ev.Prior, ev.Reason = "steal", prior, e.Reason
@@ -215,8 +426,38 @@ func (a *applier) claim(idx uint64, e ClaimEntry) Result {
 	return a.result(idx)
 }
 
-// checkHolder is the holder-and-epoch check shared by renew, release and transfer.
-func (a *applier) checkHolder(holder string, epoch uint64) Reason {
+// claimCAS is a claim's compare-and-set: "" when it wins.
+func (a *applier) claimCAS(e ClaimEntry) Reason {
+	l := a.m.Lease
+	next := l.Epoch + 1 // 0 when the epoch space is exhausted: no claim can match
+	switch {
+	case e.v1:
+		// Version 1 compared the epoch only, and its entries keep that rule on replay.
+		if e.prevEpoch != l.Epoch || e.Epoch != e.prevEpoch+1 || e.Epoch == 0 {
+			return ReasonEpochMismatch
+		}
+	case a.knobs.EpochOnlyClaim:
+		if next == 0 || e.Epoch != next {
+			return ReasonEpochMismatch
+		}
+	default:
+		// The revision first: a claim decided on an older record (a renewal, or any
+		// other lease write, landed since the claimant read it) loses whatever its
+		// epoch says.
+		if e.PrevRev != l.Rev {
+			return ReasonStaleRev
+		}
+		if next == 0 || e.Epoch != next {
+			return ReasonEpochMismatch
+		}
+	}
+	return ""
+}
+
+// checkHolder is the check shared by renew, release and transfer: the stored holder and
+// epoch are the entry's, and (for a version-2 entry) the record is the revision the
+// holder decided on.
+func (a *applier) checkHolder(holder string, epoch, prevRev uint64, v1 bool) Reason {
 	if r := validHolder(holder); r != "" {
 		return r
 	}
@@ -226,20 +467,26 @@ func (a *applier) checkHolder(holder string, epoch uint64) Reason {
 	if a.m.Lease.Epoch != epoch {
 		return ReasonEpochMismatch
 	}
+	if !v1 && prevRev != a.m.Lease.Rev {
+		return ReasonStaleRev
+	}
 	return ""
 }
 
 func (a *applier) renew(idx uint64, e RenewEntry) Result {
-	if r := a.checkHolder(e.Holder, e.Epoch); r != "" {
+	if r := a.checkHolder(e.Holder, e.Epoch, e.PrevRev, e.v1); r != "" {
 		return a.reject(idx, r)
 	}
 	a.m.Lease.TS = e.TS
+	if !e.v1 {
+		a.advance(e.TS)
+	}
 	a.history(LeaseEvent{Index: idx, Event: "renew", Holder: e.Holder, Epoch: e.Epoch, TS: e.TS})
 	return a.result(idx)
 }
 
 func (a *applier) release(idx uint64, e ReleaseEntry) Result {
-	if r := a.checkHolder(e.Holder, e.Epoch); r != "" {
+	if r := a.checkHolder(e.Holder, e.Epoch, e.PrevRev, e.v1); r != "" {
 		return a.reject(idx, r)
 	}
 	a.m.Lease.Holder = ""
@@ -248,7 +495,7 @@ func (a *applier) release(idx uint64, e ReleaseEntry) Result {
 }
 
 func (a *applier) transfer(idx uint64, e TransferEntry) Result {
-	if r := a.checkHolder(e.Holder, e.Epoch); r != "" {
+	if r := a.checkHolder(e.Holder, e.Epoch, e.PrevRev, e.v1); r != "" {
 		return a.reject(idx, r)
 	}
 	if r := validHolder(e.To); r != "" {
@@ -261,6 +508,9 @@ func (a *applier) transfer(idx uint64, e TransferEntry) Result {
 		return a.reject(idx, ReasonBadEntry)
 	}
 	a.m.Lease = Lease{Holder: e.To, Epoch: e.Epoch + 1, TS: e.TS, TTL: a.m.Lease.TTL}
+	if !e.v1 {
+		a.advance(e.TS)
+	}
 	a.history(LeaseEvent{Index: idx, Event: "transfer", Holder: e.To, Epoch: e.Epoch + 1,
 		TS: e.TS, Prior: e.Holder})
 	return a.result(idx)
@@ -270,8 +520,16 @@ func (a *applier) transfer(idx uint64, e TransferEntry) Result {
 
 func (a *applier) commit(idx uint64, e CommitEntry) Result {
 	info, ok := a.verifyCommit(e.Raw)
-	if !ok {
+	if !ok || info.Chain == "" {
 		return a.reject(idx, ReasonBadSignature)
+	}
+	if a.m.Chain != "" && info.Chain != a.m.Chain {
+		if e.v1 {
+			// Version-1 applies verified under the configured chain key and refused
+			// another chain's commit as a bad signature: keep that on replay.
+			return a.reject(idx, ReasonBadSignature)
+		}
+		return a.reject(idx, ReasonBadChain)
 	}
 	l, h := a.m.Lease, a.m.Head
 	switch {
@@ -288,78 +546,150 @@ func (a *applier) commit(idx uint64, e CommitEntry) Result {
 	case len(info.Ops) == 0:
 		return a.reject(idx, ReasonBadOps)
 	}
-	// Its ops are first the oldest pending intents it names, in queue order (an op
-	// whose ID is the next pending intent's must equal it), then the ops it carries
-	// itself: valid, not remembered (which covers every pending ID), not repeated.
-	pend := a.tx.Bucket(bPending)
-	c := pend.Cursor()
-	k, v := c.First()
-	named := 0
-	for named < len(info.Ops) && uint64(named) < a.m.PendCount {
-		if k == nil {
-			panic(fmt.Sprintf("intentlog: pending count %d but queue ends at %d", a.m.PendCount, named))
+	// Check the ops before changing anything: first the oldest pending intents, then
+	// the ops the commit carries itself.
+	npend, r := a.matchPending(info.Ops, e.v1)
+	if r != "" {
+		return a.reject(idx, r)
+	}
+	carried := info.Ops[npend:]
+	if r := a.checkCarried(carried); r != "" {
+		return a.reject(idx, r)
+	}
+
+	// Accepted: dequeue, update records and dedupe, extend the chain.
+	seq, hash := info.Seq, sha256.Sum256(e.Raw)
+	if !e.v1 {
+		a.advance(info.Time)
+	}
+	res := a.result(idx)
+	res.Intents = make([]IntentResult, 0, len(info.Ops))
+	pend := a.bucket(bPending)
+	recs := a.tx.Bucket(bRecords)
+	for i, op := range info.Ops {
+		var d dedupeEntry
+		if i < npend {
+			c := pend.Cursor()
+			c.First()
+			must(c.Delete())
+			a.m.PendCount--
+			a.m.PendBytes -= uint64(len(op.Path) + len(op.Value))
+			var ok bool
+			if d, ok = a.dedupeGet(op.ID); ok && d.Index > 0 {
+				d.Seq, d.Hash = seq, hash
+				must(a.tx.Bucket(bDedupe).Put([]byte(op.ID), d.encode()))
+			} else {
+				// Forgotten while pending: only the DedupeCount knob does that.
+				d = dedupeEntry{Seq: seq, Hash: hash}
+			}
+		} else {
+			d = dedupeEntry{Order: a.m.DedupeNext, Index: idx, LogTime: a.m.LogTime, Seq: seq, Hash: hash}
+			a.dedupeStore(op.ID, d)
 		}
+		switch op.Op {
+		case OpPut:
+			must(recs.Put([]byte(op.Path), nonNil(op.Value)))
+		case OpDel:
+			must(recs.Delete([]byte(op.Path)))
+		}
+		res.Intents = append(res.Intents, d.result(op.ID))
+	}
+	must(a.bucket(bChain).Put(u64key(seq), e.Raw))
+	a.m.Head = Head{Seq: seq, Hash: hash, Epoch: info.Epoch, Signer: info.Signer}
+	if a.m.Chain == "" {
+		// A legacy log without a genesis: the first accepted commit fixes the chain.
+		a.m.Chain = info.Chain
+	}
+	a.events = append(a.events, CommitApplied{Index: idx, Head: a.m.Head, Raw: e.Raw})
+	a.changed = true
+	res.Head = a.m.Head
+	return res
+}
+
+// matchPending returns how many of ops, from the first, are the oldest pending intents
+// in queue order. An op whose ID is the next pending intent's must equal it exactly
+// (else bad_ops); the first op that does not name the next pending intent ends the
+// prefix. A version-1 commit had no carried ops: all its ops must match.
+func (a *applier) matchPending(ops []Intent, v1 bool) (int, Reason) {
+	if v1 && uint64(len(ops)) > a.m.PendCount {
+		return 0, ReasonBadOps
+	}
+	c := a.tx.Bucket(bPending).Cursor()
+	k, v := c.First()
+	n := 0
+	for ; n < len(ops) && k != nil; n++ {
 		in, err := decodeIntentValue(v)
 		if err != nil {
-			panic(fmt.Sprintf("intentlog: corrupt pending intent %x: %v", k, err))
+			a.corrupt(bPending, k, "%v", err)
 		}
-		op := info.Ops[named]
+		op := ops[n]
 		if op.ID != in.ID {
 			break
 		}
 		if op.Op != in.Op || op.Path != in.Path || !bytes.Equal(op.Value, in.Value) {
-			return a.reject(idx, ReasonBadOps)
+			return 0, ReasonBadOps
 		}
-		named++
 		k, v = c.Next()
 	}
-	carried := info.Ops[named:]
-	for i, op := range carried {
-		if validateIntent(op) != "" || (op.Op == OpPut && op.Value == nil) {
-			return a.reject(idx, ReasonBadOps)
+	if v1 && n != len(ops) {
+		return 0, ReasonBadOps
+	}
+	return n, ""
+}
+
+// checkCarried checks the ops a commit carries itself: each valid as an intent (else
+// bad_ops), its ID not remembered (else duplicate_op: pending IDs are remembered too)
+// and not repeated in the commit (else bad_ops); and room for them in the dedupe
+// window under the genesis's MaxIDs (else backlog).
+func (a *applier) checkCarried(ops []Intent) Reason {
+	if len(ops) == 0 {
+		return ""
+	}
+	seen := make(map[string]struct{}, len(ops)) // lookups only: never iterated
+	for _, op := range ops {
+		if validateIntent(op) != nil {
+			return ReasonBadOps
 		}
 		if _, ok := a.dedupeGet(op.ID); ok {
-			return a.reject(idx, ReasonDuplicateOp)
+			return ReasonDuplicateOp
 		}
-		for _, prev := range carried[:i] {
-			if prev.ID == op.ID {
-				return a.reject(idx, ReasonDuplicateOp)
-			}
+		if _, dup := seen[op.ID]; dup {
+			return ReasonBadOps
 		}
+		seen[op.ID] = struct{}{}
 	}
-	// Accepted: dequeue, update records and dedupe, extend the chain.
-	seq := info.Seq
-	recs := pend.Tx().Bucket(bRecords)
-	write := func(in Intent) {
-		switch in.Op {
-		case OpPut:
-			must(recs.Put([]byte(in.Path), nonNil(in.Value)))
-		case OpDel:
-			must(recs.Delete([]byte(in.Path)))
+	if max := a.m.Genesis.MaxIDs; max > 0 && a.m.DedupeCount+uint64(len(ops)) > max {
+		need := a.m.DedupeCount + uint64(len(ops)) - max
+		if need > uint64(a.budget) || a.expirable(int(need)) < int(need) {
+			return ReasonBacklog
 		}
+		a.evictExpiredN(int(need))
 	}
-	for range named {
-		_, v := c.First()
-		in, _ := decodeIntentValue(v) // decoded once above already
-		must(c.Delete())
-		a.m.PendCount--
-		a.m.PendBytes -= uint64(len(in.Path) + len(in.Value))
-		write(in)
-		if d, ok := a.dedupeGet(in.ID); ok && d.Index > 0 {
-			d.Seq = seq
-			must(a.tx.Bucket(bDedupe).Put([]byte(in.ID), d.encode()))
-		}
+	return ""
+}
+
+// --- genesis ---
+
+func (a *applier) genesis(idx uint64, e GenesisEntry, data []byte) Result {
+	if a.m.Genesis.Index != 0 {
+		return a.reject(idx, ReasonGenesisExists)
 	}
-	for _, op := range carried {
-		write(op)
-		a.dedupePut(op.ID, idx)
-		d, _ := a.dedupeGet(op.ID)
-		d.Seq = seq
-		must(a.tx.Bucket(bDedupe).Put([]byte(op.ID), d.encode()))
+	if r := validChain(e.Chain); r != "" {
+		return a.reject(idx, r)
 	}
-	must(a.tx.Bucket(bChain).Put(u64key(seq), e.Raw))
-	a.m.Head = Head{Seq: seq, Hash: sha256.Sum256(e.Raw), Epoch: info.Epoch, Signer: info.Signer}
-	a.events = append(a.events, CommitApplied{Index: idx, Head: a.m.Head, Raw: e.Raw})
+	switch {
+	case e.Version != CommitFormatVersion, len(e.Nonce) != GenesisNonceLen, e.Retention < 0:
+		return a.reject(idx, ReasonBadEntry)
+	case a.m.Chain != "" && e.Chain != a.m.Chain:
+		// A late genesis for a legacy chain must name the chain its commits carry.
+		return a.reject(idx, ReasonBadChain)
+	}
+	g := Genesis{Chain: e.Chain, Version: e.Version, TS: e.TS, Retention: e.Retention,
+		MaxIDs: e.MaxIDs, Hash: sha256.Sum256(data), Index: idx}
+	copy(g.Nonce[:], e.Nonce)
+	a.m.Genesis, a.m.Chain = g, e.Chain
+	a.advance(e.TS)
+	a.events = append(a.events, GenesisApplied{Genesis: g})
 	a.changed = true
 	return a.result(idx)
 }
@@ -367,7 +697,11 @@ func (a *applier) commit(idx uint64, e CommitEntry) Result {
 // verifyCommit calls the verifier; a verifier that panics refuses the commit (the
 // verifier is deterministic, so every replica refuses it the same way).
 func (a *applier) verifyCommit(raw []byte) (info CommitInfo, ok bool) {
-	if a.verify == nil {
+	return verifySafely(a.verify, raw)
+}
+
+func verifySafely(verify CommitVerifier, raw []byte) (info CommitInfo, ok bool) {
+	if verify == nil {
 		return CommitInfo{}, false
 	}
 	defer func() {
@@ -375,7 +709,7 @@ func (a *applier) verifyCommit(raw []byte) (info CommitInfo, ok bool) {
 			info, ok = CommitInfo{}, false
 		}
 	}()
-	info, err := a.verify(raw)
+	info, err := verify(raw)
 	return info, err == nil
 }
 

@@ -17,7 +17,7 @@ func one(in Intent) IntentsEntry { return IntentsEntry{Intents: []Intent{in}} }
 
 // held sets up a lease held by "a" at epoch 1 with ttl 1000.
 func held(h *harness) {
-	h.mustAccept(ClaimEntry{Holder: "a", Epoch: 1, PrevEpoch: 0, TS: 100, TTL: 1000})
+	h.mustAccept(ClaimEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), TS: 100, TTL: 1000})
 }
 
 // heldWithPending additionally queues two intents.
@@ -64,44 +64,72 @@ func TestApplyRejects(t *testing.T) {
 		{"intent path too long", nil, func(*harness) Entry { return one(put("i", "c/"+long(MaxPathLen), "v")) }, ReasonTooLarge},
 		{"intent value too long", nil, func(*harness) Entry { return one(put("i", "c/r", long(MaxValueLen+1))) }, ReasonTooLarge},
 		{"intents empty", nil, func(*harness) Entry { return IntentsEntry{} }, ReasonBadEntry},
-		{"claim prev mismatch", held, func(*harness) Entry { return ClaimEntry{Holder: "b", Epoch: 1, PrevEpoch: 0, TTL: 10} }, ReasonEpochMismatch},
-		{"claim epoch not prev+1", held, func(*harness) Entry { return ClaimEntry{Holder: "b", Epoch: 3, PrevEpoch: 1, TTL: 10} }, ReasonEpochMismatch},
-		{"claim epoch wraps", nil, func(*harness) Entry { return ClaimEntry{Holder: "b", Epoch: 0, PrevEpoch: 0, TTL: 10} }, ReasonEpochMismatch},
+		{"claim stale rev", held, func(*harness) Entry { return ClaimEntry{Holder: "b", Epoch: 2, PrevRev: 0, TTL: 10} }, ReasonStaleRev},
+		{"claim stale rev and epoch", held, func(*harness) Entry { return ClaimEntry{Holder: "b", Epoch: 1, PrevRev: 0, TTL: 10} }, ReasonStaleRev},
+		{"claim future rev", held, func(h *harness) Entry { return ClaimEntry{Holder: "b", Epoch: 2, PrevRev: h.rev() + 1, TTL: 10} }, ReasonStaleRev},
+		{"claim same epoch", held, func(h *harness) Entry { return ClaimEntry{Holder: "b", Epoch: 1, PrevRev: h.rev(), TTL: 10} }, ReasonEpochMismatch},
+		{"claim epoch not stored+1", held, func(h *harness) Entry { return ClaimEntry{Holder: "b", Epoch: 3, PrevRev: h.rev(), TTL: 10} }, ReasonEpochMismatch},
+		{"claim epoch wraps", nil, func(*harness) Entry { return ClaimEntry{Holder: "b", Epoch: 0, PrevRev: 0, TTL: 10} }, ReasonEpochMismatch},
+		{"claim after renewal", func(h *harness) { held(h); h.mustAccept(RenewEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), TS: 200}) },
+			func(*harness) Entry { return ClaimEntry{Holder: "b", Epoch: 2, PrevRev: 1, TTL: 10} }, ReasonStaleRev},
 		{"claim ttl zero", nil, func(*harness) Entry { return ClaimEntry{Holder: "b", Epoch: 1, TTL: 0} }, ReasonBadEntry},
 		{"claim ttl negative", nil, func(*harness) Entry { return ClaimEntry{Holder: "b", Epoch: 1, TTL: -5} }, ReasonBadEntry},
 		{"claim empty holder", nil, func(*harness) Entry { return ClaimEntry{Epoch: 1, TTL: 5} }, ReasonBadEntry},
 		{"claim holder too long", nil, func(*harness) Entry { return ClaimEntry{Holder: long(MaxHolderLen + 1), Epoch: 1, TTL: 5} }, ReasonTooLarge},
-		{"steal without reason", held, func(*harness) Entry { return ClaimEntry{Holder: "b", Epoch: 2, PrevEpoch: 1, TTL: 5, Force: true} }, ReasonNoReason},
-		{"steal stale epoch", held, func(*harness) Entry {
-			return ClaimEntry{Holder: "b", Epoch: 1, PrevEpoch: 0, TTL: 5, Force: true, Reason: "wedged"}
+		{"steal without reason", held, func(h *harness) Entry {
+			return ClaimEntry{Holder: "b", Epoch: 2, PrevRev: h.rev(), TTL: 5, Force: true}
+		}, ReasonNoReason},
+		{"steal stale rev", held, func(*harness) Entry {
+			return ClaimEntry{Holder: "b", Epoch: 2, PrevRev: 0, TTL: 5, Force: true, Reason: "wedged"}
+		}, ReasonStaleRev},
+		{"steal stale epoch", held, func(h *harness) Entry {
+			return ClaimEntry{Holder: "b", Epoch: 1, PrevRev: h.rev(), TTL: 5, Force: true, Reason: "wedged"}
 		}, ReasonEpochMismatch},
 		{"renew free lease", nil, func(*harness) Entry { return RenewEntry{Holder: "a", Epoch: 0, TS: 5} }, ReasonNotHolder},
 		{"renew wrong holder", held, func(*harness) Entry { return RenewEntry{Holder: "b", Epoch: 1, TS: 5} }, ReasonNotHolder},
 		{"renew wrong epoch", held, func(*harness) Entry { return RenewEntry{Holder: "a", Epoch: 2, TS: 5} }, ReasonEpochMismatch},
-		{"renew after release", func(h *harness) { held(h); h.mustAccept(ReleaseEntry{Holder: "a", Epoch: 1}) },
+		{"renew wrong epoch and rev", held, func(h *harness) Entry { return RenewEntry{Holder: "a", Epoch: 2, PrevRev: h.rev() + 3, TS: 5} }, ReasonEpochMismatch},
+		{"renew stale rev", func(h *harness) { held(h); h.mustAccept(RenewEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), TS: 200}) },
+			func(*harness) Entry { return RenewEntry{Holder: "a", Epoch: 1, PrevRev: 1, TS: 300} }, ReasonStaleRev},
+		{"renew future rev", held, func(h *harness) Entry { return RenewEntry{Holder: "a", Epoch: 1, PrevRev: h.rev() + 1, TS: 300} }, ReasonStaleRev},
+		{"renew after release", func(h *harness) { held(h); h.mustAccept(ReleaseEntry{Holder: "a", Epoch: 1, PrevRev: h.rev()}) },
 			func(*harness) Entry { return RenewEntry{Holder: "a", Epoch: 1, TS: 5} }, ReasonNotHolder},
 		{"release wrong holder", held, func(*harness) Entry { return ReleaseEntry{Holder: "b", Epoch: 1} }, ReasonNotHolder},
 		{"release wrong epoch", held, func(*harness) Entry { return ReleaseEntry{Holder: "a", Epoch: 0} }, ReasonEpochMismatch},
 		{"release empty holder", held, func(*harness) Entry { return ReleaseEntry{Holder: "", Epoch: 1} }, ReasonBadEntry},
+		{"release stale rev", func(h *harness) { held(h); h.mustAccept(RenewEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), TS: 200}) },
+			func(*harness) Entry { return ReleaseEntry{Holder: "a", Epoch: 1, PrevRev: 1} }, ReasonStaleRev},
+		{"transfer stale rev", func(h *harness) {
+			h.members("a", "b")
+			held(h)
+			h.mustAccept(RenewEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), TS: 200})
+		},
+			func(h *harness) Entry { return TransferEntry{Holder: "a", Epoch: 1, PrevRev: h.rev() - 1, To: "b"} }, ReasonStaleRev},
 		{"transfer wrong holder", func(h *harness) { h.members("a", "b"); held(h) },
 			func(*harness) Entry { return TransferEntry{Holder: "b", Epoch: 1, To: "b"} }, ReasonNotHolder},
 		{"transfer wrong epoch", func(h *harness) { h.members("a", "b"); held(h) },
 			func(*harness) Entry { return TransferEntry{Holder: "a", Epoch: 5, To: "b"} }, ReasonEpochMismatch},
 		{"transfer to non member", func(h *harness) { h.members("a", "b"); held(h) },
-			func(*harness) Entry { return TransferEntry{Holder: "a", Epoch: 1, To: "z"} }, ReasonNotMember},
+			func(h *harness) Entry { return TransferEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), To: "z"} }, ReasonNotMember},
 		{"transfer to removed member", func(h *harness) { h.members("a", "b"); held(h); h.members("a") },
-			func(*harness) Entry { return TransferEntry{Holder: "a", Epoch: 1, To: "b"} }, ReasonNotMember},
+			func(h *harness) Entry { return TransferEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), To: "b"} }, ReasonNotMember},
 		{"transfer empty target", func(h *harness) { h.members("a", "b"); held(h) },
-			func(*harness) Entry { return TransferEntry{Holder: "a", Epoch: 1, To: ""} }, ReasonBadEntry},
+			func(h *harness) Entry { return TransferEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), To: ""} }, ReasonBadEntry},
 		{"commit bad signature", heldWithPending, func(h *harness) Entry {
 			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Sig = "forged" })}
 		}, ReasonBadSignature},
 		{"commit garbage", heldWithPending, func(h *harness) Entry { return CommitEntry{Raw: []byte("junk")} }, ReasonBadSignature},
-		{"commit with free lease", func(h *harness) { heldWithPending(h); h.mustAccept(ReleaseEntry{Holder: "a", Epoch: 1}) },
+		{"commit with free lease", func(h *harness) {
+			heldWithPending(h)
+			h.mustAccept(ReleaseEntry{Holder: "a", Epoch: 1, PrevRev: h.rev()})
+		},
 			func(h *harness) Entry {
 				return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Signer = ""; c.Epoch = 1 })}
 			}, ReasonNotHolder},
-		{"commit released holder", func(h *harness) { heldWithPending(h); h.mustAccept(ReleaseEntry{Holder: "a", Epoch: 1}) },
+		{"commit released holder", func(h *harness) {
+			heldWithPending(h)
+			h.mustAccept(ReleaseEntry{Holder: "a", Epoch: 1, PrevRev: h.rev()})
+		},
 			func(h *harness) Entry {
 				return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Signer = "a"; c.Epoch = 1 })}
 			}, ReasonNotHolder},
@@ -110,7 +138,7 @@ func TestApplyRejects(t *testing.T) {
 		}, ReasonNotHolder},
 		{"commit old epoch", func(h *harness) {
 			heldWithPending(h)
-			h.mustAccept(ClaimEntry{Holder: "a", Epoch: 2, PrevEpoch: 1, TTL: 5})
+			h.mustAccept(ClaimEntry{Holder: "a", Epoch: 2, PrevRev: h.rev(), TTL: 5})
 		}, func(h *harness) Entry {
 			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Epoch = 1 })}
 		}, ReasonEpochMismatch},
@@ -141,25 +169,32 @@ func TestApplyRejects(t *testing.T) {
 		{"commit no ops", heldWithPending, func(h *harness) Entry {
 			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = nil })}
 		}, ReasonBadOps},
-		{"commit carries a pending id twice", heldWithPending, func(h *harness) Entry {
-			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = append(c.Ops, c.Ops[0]) })}
-		}, ReasonDuplicateOp},
+		// Pending ops come first, in queue order; anything after is carried and must be
+		// new: a pending intent out of its place is a carried op whose ID is remembered.
 		{"commit ops out of order", heldWithPending, func(h *harness) Entry {
-			// The second pending intent first: it is then a carried op whose ID is
-			// remembered (pending).
 			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops[0], c.Ops[1] = c.Ops[1], c.Ops[0] })}
 		}, ReasonDuplicateOp},
 		{"commit skips oldest", heldWithPending, func(h *harness) Entry {
 			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = c.Ops[1:] })}
 		}, ReasonDuplicateOp},
-		{"commit carries an invalid op", heldWithPending, func(h *harness) Entry {
-			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = append(c.Ops, put("i9", "nopath", "x")) })}
-		}, ReasonBadOps},
-		{"commit carries an id twice", heldWithPending, func(h *harness) Entry {
-			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) {
-				c.Ops = append(c.Ops, put("i9", "c/9", "a"), put("i9", "c/9", "b"))
-			})}
+		{"commit carries a pending op twice", heldWithPending, func(h *harness) Entry {
+			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = append(c.Ops, c.Ops[0]) })}
 		}, ReasonDuplicateOp},
+		{"commit carries a signed id", func(h *harness) { heldWithPending(h); h.commitPending(1) }, func(h *harness) Entry {
+			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = append(c.Ops, put("i1", "c/1", "again")) })}
+		}, ReasonDuplicateOp},
+		{"commit carries an id twice", heldWithPending, func(h *harness) Entry {
+			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = append(c.Ops, put("n", "c/9", "1"), put("n", "c/9", "2")) })}
+		}, ReasonBadOps},
+		{"commit carries an invalid op", heldWithPending, func(h *harness) Entry {
+			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = append(c.Ops, put("n", "no-slash", "")) })}
+		}, ReasonBadOps},
+		{"commit carries a del with a value", held, func(h *harness) Entry {
+			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = []Intent{{ID: "n", Op: OpDel, Path: "c/1", Value: []byte("x")}} })}
+		}, ReasonBadOps},
+		{"commit pending op with its id changed value", heldWithPending, func(h *harness) Entry {
+			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = []Intent{put("i1", "c/1", "other")} })}
+		}, ReasonBadOps},
 		{"commit changed value", heldWithPending, func(h *harness) Entry {
 			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops[0].Value = []byte("v2") })}
 		}, ReasonBadOps},
@@ -170,10 +205,16 @@ func TestApplyRejects(t *testing.T) {
 			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops[1].Op = OpPut })}
 		}, ReasonBadOps},
 		{"commit changed id", heldWithPending, func(h *harness) Entry {
-			// Not the oldest pending ID: a carried op; the next op is then a carried
-			// op with a pending (remembered) ID.
 			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops[0].ID = "other" })}
-		}, ReasonDuplicateOp},
+		}, ReasonDuplicateOp}, // "other" is carried, then pending i2 out of its place
+		{"commit carried op at the cap", func(h *harness) {
+			g := testGenesis()
+			g.MaxIDs = 2
+			h.mustAccept(g)
+			heldWithPending(h)
+		}, func(h *harness) Entry {
+			return CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = append(c.Ops, put("n", "c/9", "")) })}
+		}, ReasonBacklog},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -278,30 +319,33 @@ func TestApplyIntents(t *testing.T) {
 func TestApplyLeaseLifecycle(t *testing.T) {
 	h := newHarness(t)
 	h.members("a", "b", "c")
-	r := h.mustAccept(ClaimEntry{Holder: "a", Epoch: 1, PrevEpoch: 0, TS: 10, TTL: 500})
-	if r.Lease != (Lease{Holder: "a", Epoch: 1, TS: 10, TTL: 500}) {
+	r := h.mustAccept(ClaimEntry{Holder: "a", Epoch: 1, PrevRev: 0, TS: 10, TTL: 500})
+	if r.Lease != (Lease{Holder: "a", Epoch: 1, TS: 10, TTL: 500, Rev: 2}) {
 		t.Fatalf("claim lease %+v", r.Lease)
 	}
-	r = h.mustAccept(RenewEntry{Holder: "a", Epoch: 1, TS: 20})
-	if r.Lease != (Lease{Holder: "a", Epoch: 1, TS: 20, TTL: 500}) {
+	r = h.mustAccept(RenewEntry{Holder: "a", Epoch: 1, PrevRev: 2, TS: 20})
+	if r.Lease != (Lease{Holder: "a", Epoch: 1, TS: 20, TTL: 500, Rev: 3}) {
 		t.Fatalf("renew lease %+v", r.Lease)
 	}
-	r = h.mustAccept(TransferEntry{Holder: "a", Epoch: 1, To: "b", TS: 30})
-	if r.Lease != (Lease{Holder: "b", Epoch: 2, TS: 30, TTL: 500}) {
+	r = h.mustAccept(TransferEntry{Holder: "a", Epoch: 1, PrevRev: 3, To: "b", TS: 30})
+	if r.Lease != (Lease{Holder: "b", Epoch: 2, TS: 30, TTL: 500, Rev: 4}) {
 		t.Fatalf("transfer lease %+v", r.Lease)
 	}
-	r = h.mustAccept(ReleaseEntry{Holder: "b", Epoch: 2})
-	if r.Lease.Holder != "" || r.Lease.Epoch != 2 {
+	r = h.mustAccept(ReleaseEntry{Holder: "b", Epoch: 2, PrevRev: 4})
+	if r.Lease != (Lease{Epoch: 2, TS: 30, TTL: 500, Rev: 5}) {
 		t.Fatalf("release lease %+v", r.Lease)
 	}
 	// Epochs are never reused: a claim must build on the released epoch.
-	if res := h.apply(ClaimEntry{Holder: "c", Epoch: 1, PrevEpoch: 0, TTL: 5}); res.Reason != ReasonEpochMismatch {
+	if res := h.apply(ClaimEntry{Holder: "c", Epoch: 2, PrevRev: 5, TTL: 5}); res.Reason != ReasonEpochMismatch {
 		t.Fatalf("claim on old epoch: %+v", res)
 	}
-	h.mustAccept(ClaimEntry{Holder: "c", Epoch: 3, PrevEpoch: 2, TS: 40, TTL: 700})
-	r = h.mustAccept(ClaimEntry{Holder: "a", Epoch: 4, PrevEpoch: 3, TS: 50, TTL: 700, Force: true, Reason: "c wedged"})
-	if r.Lease != (Lease{Holder: "a", Epoch: 4, TS: 50, TTL: 700}) {
+	h.mustAccept(ClaimEntry{Holder: "c", Epoch: 3, PrevRev: 5, TS: 40, TTL: 700})
+	r = h.mustAccept(ClaimEntry{Holder: "a", Epoch: 4, PrevRev: 7, TS: 50, TTL: 700, Force: true, Reason: "c wedged"})
+	if r.Lease != (Lease{Holder: "a", Epoch: 4, TS: 50, TTL: 700, Rev: 8}) {
 		t.Fatalf("steal lease %+v", r.Lease)
+	}
+	if v := h.f.View(); v.Lease != r.Lease {
+		t.Fatalf("view lease %+v, result lease %+v", v.Lease, r.Lease)
 	}
 	hist := historyOf(t, h.f)
 	want := []LeaseEvent{
@@ -388,7 +432,7 @@ func TestApplyCommit(t *testing.T) {
 	}
 
 	// A new holder continues the chain from the head under its own epoch.
-	h.mustAccept(ClaimEntry{Holder: "b", Epoch: 2, PrevEpoch: 1, TTL: 5})
+	h.mustAccept(ClaimEntry{Holder: "b", Epoch: 2, PrevRev: h.rev(), TTL: 5})
 	h.mustAccept(one(put("i5", "d/1", "x")))
 	if res := h.apply(CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Epoch, c.Signer = 1, "a" })}); res.Reason != ReasonNotHolder {
 		t.Fatalf("old holder's commit: %+v", res)
@@ -412,41 +456,12 @@ func TestApplySkipsAppliedIndexes(t *testing.T) {
 	}
 }
 
-func TestDedupeWindowEvictsOldest(t *testing.T) {
-	h := newHarness(t)
-	h.f.dedupeWindow = 2
-	held(h)
-	h.mustAccept(one(put("a", "c/1", "")))
-	h.mustAccept(one(put("b", "c/1", "")))
-	if r := h.apply(one(put("a", "c/1", ""))); !r.Intents[0].Duplicate {
-		t.Fatal("a should still be in the window")
-	}
-	if r, _ := h.commitPending(2); !r.Accepted {
-		t.Fatalf("commit: %s", r.Reason)
-	}
-	h.mustAccept(one(put("c", "c/1", "")))
-	if r := h.apply(one(put("a", "c/1", ""))); r.Intents[0].Duplicate {
-		t.Fatal("a should have been evicted")
-	}
-	// "a" is back (pending again: a retry after the window forgot it), so "b" was
-	// evicted now; "c" remains.
-	if r, _ := h.commitPending(2); !r.Accepted {
-		t.Fatalf("commit: %s", r.Reason)
-	}
-	if r := h.apply(one(put("c", "c/1", ""))); !r.Intents[0].Duplicate {
-		t.Fatal("c should be in the window")
-	}
-	if r := h.apply(one(put("b", "c/1", ""))); r.Intents[0].Duplicate {
-		t.Fatal("b should have been evicted")
-	}
-}
-
 func TestLeaseHistoryBounded(t *testing.T) {
 	h := newHarness(t)
 	h.f.historyLen = 3
 	held(h)
 	for i := int64(1); i <= 5; i++ {
-		h.mustAccept(RenewEntry{Holder: "a", Epoch: 1, TS: 100 + i})
+		h.mustAccept(RenewEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), TS: 100 + i})
 	}
 	hist := historyOf(t, h.f)
 	if len(hist) != 3 || hist[0].TS != 103 || hist[2].TS != 105 {
@@ -465,76 +480,5 @@ func TestMembersFromConfiguration(t *testing.T) {
 	}
 	if len(ms) != 2 || ms[0].ID != "a" || ms[0].Address != "addr-a" || ms[1].ID != "c" || ms[1].Suffrage != raft.Nonvoter {
 		t.Fatalf("members %+v", ms)
-	}
-}
-
-// A full pending queue refuses new intents (ReasonBacklog) instead of letting an
-// unsigned ID leave the dedupe window, where a retry would queue it a second time.
-func TestBacklogKeepsPendingIDsInDedupeWindow(t *testing.T) {
-	h := newHarness(t)
-	h.f.dedupeWindow = 2
-	held(h)
-	h.mustAccept(one(put("a", "c/1", "")))
-	h.mustAccept(one(put("b", "c/2", "")))
-	r := h.apply(one(put("c", "c/3", "")))
-	if r.Accepted || r.Intents[0].Reason != ReasonBacklog {
-		t.Fatalf("third intent with two pending and a window of 2: %+v", r)
-	}
-	if got := h.f.Rejections()[ReasonBacklog]; got != 1 {
-		t.Fatalf("backlog rejections %d, want 1", got)
-	}
-	// A retry of a pending intent is still a duplicate, not a second copy.
-	if r := h.apply(one(put("a", "c/1", ""))); !r.Intents[0].Duplicate {
-		t.Fatalf("retry of pending a: %+v", r)
-	}
-	if r, _ := h.commitPending(1); !r.Accepted {
-		t.Fatalf("commit: %s", r.Reason)
-	}
-	h.mustAccept(one(put("c", "c/3", "")))
-	if p := h.pending(); len(p) != 2 || p[0].ID != "b" || p[1].ID != "c" {
-		t.Fatalf("pending %+v", p)
-	}
-}
-
-// A commit may carry its own ops after the pending intents it names: one Raft round
-// per signed batch. Carried IDs enter the dedupe window with the commit's index and
-// seq; a carried ID the window remembers refuses the whole commit.
-func TestApplyCommitCarriesOps(t *testing.T) {
-	h := newHarness(t)
-	heldWithPending(h)
-	raw := commitRaw(h, func(c *testCommit) { c.Ops = append(c.Ops, put("n1", "c/n1", "x"), del("n2", "c/1")) })
-	res := h.apply(CommitEntry{Raw: raw})
-	if !res.Accepted || res.Head.Seq != 1 {
-		t.Fatalf("commit with carried ops: %+v", res)
-	}
-	commitIdx := h.idx
-	if v := h.f.View(); v.Pending != 0 || v.PendingBytes != 0 {
-		t.Fatalf("pending after the commit: %+v", v)
-	}
-	l := &Log{fsm: h.f}
-	if val, ok, _ := l.Record("c/n1"); !ok || string(val) != "x" {
-		t.Fatalf("carried put: %q %v", val, ok)
-	}
-	if _, ok, _ := l.Record("c/1"); ok {
-		t.Fatal("carried del after the pending put did not delete c/1 (op order)")
-	}
-	st, ok, err := l.IntentStatus("n1")
-	if err != nil || !ok || st.Seq != 1 || st.Index != commitIdx {
-		t.Fatalf("dedupe of a carried op: %+v %v %v", st, ok, err)
-	}
-	if d := h.apply(one(put("n1", "c/n1", "y"))).Intents[0]; !d.Duplicate || d.Seq != 1 {
-		t.Fatalf("retry of a carried op: %+v", d)
-	}
-	// Carrying an ID the window remembers: refused whole, nothing changes.
-	before := h.f.View()
-	rej := h.apply(CommitEntry{Raw: commitRaw(h, func(c *testCommit) { c.Ops = []Intent{put("n3", "c/3", "z"), put("n1", "c/n1", "again")} })})
-	if rej.Accepted || rej.Reason != ReasonDuplicateOp {
-		t.Fatalf("commit carrying a remembered id: %+v", rej)
-	}
-	if after := h.f.View(); after.Head != before.Head || after.Pending != before.Pending {
-		t.Fatalf("a refused commit changed the state: %+v -> %+v", before, after)
-	}
-	if _, ok, _ := l.IntentStatus("n3"); ok {
-		t.Fatal("a refused commit's op entered the dedupe window")
 	}
 }

@@ -24,8 +24,9 @@ import (
 //
 // So a state file is trusted only if it was closed cleanly: Close syncs it and then
 // writes CleanFile; Open removes CleanFile (durably) before the first write. A state
-// file found without CleanFile is set aside (renamed StateFile+".unclean", replacing
-// an older one) and the state is rebuilt from Raft's latest snapshot and the log after
+// file found without CleanFile is set aside (renamed StateFile+".unclean", or
+// ".unclean.1", ".unclean.2", ... when that name is taken: an earlier set-aside file is
+// never overwritten) and the state is rebuilt from Raft's latest snapshot and the log after
 // it, which Raft keeps for exactly this (TrailingLogs). Restart after a crash thus
 // costs a replay of at most SnapshotThreshold+TrailingLogs entries; nothing
 // acknowledged is lost, because nothing acknowledged was only in state.db.
@@ -41,7 +42,7 @@ func prepareState(path string) error {
 	_, cerr := os.Stat(clean)
 	switch {
 	case serr == nil && errors.Is(cerr, fs.ErrNotExist):
-		if err := os.Rename(path, path+".unclean"); err != nil {
+		if _, err := setAside(path, "unclean"); err != nil {
 			return fmt.Errorf("set aside unclean state: %w", err)
 		}
 	case serr != nil && !errors.Is(serr, fs.ErrNotExist):

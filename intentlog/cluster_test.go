@@ -202,7 +202,7 @@ func (c *testCluster) workload(prefix string, n int) Result {
 	c.t.Helper()
 	v := c.leader().log.View()
 	if v.Lease.Holder == "" {
-		res := c.propose(ClaimEntry{Holder: "signer", Epoch: v.Lease.Epoch + 1, PrevEpoch: v.Lease.Epoch, TS: 1, TTL: 1000})
+		res := c.propose(ClaimEntry{Holder: "signer", Epoch: v.Lease.Epoch + 1, PrevRev: v.Lease.Rev, TS: 1, TTL: 1000})
 		if !res.Accepted {
 			c.t.Fatalf("claim: %s", res.Reason)
 		}
@@ -521,20 +521,20 @@ func TestFollowersLearnLeaseAndCommitEntriesAtOnce(t *testing.T) {
 			time.Sleep(2 * time.Millisecond) // polling with a deadline
 		}
 	}
-	res := c.propose(ClaimEntry{Holder: "n0", Epoch: 1, PrevEpoch: 0, TS: 1000, TTL: 15000})
+	res := c.propose(ClaimEntry{Holder: "n0", Epoch: 1, PrevRev: 0, TS: 1000, TTL: 15000})
 	if !res.Accepted {
 		t.Fatalf("claim: %+v", res)
 	}
 	within("claim", res.Index)
 	before := ld.log.nudgeCount()
-	res = c.propose(RenewEntry{Holder: "n0", Epoch: 1, TS: 2000})
+	res = c.propose(RenewEntry{Holder: "n0", Epoch: 1, PrevRev: res.Lease.Rev, TS: 2000})
 	if !res.Accepted {
 		t.Fatalf("renew: %+v", res)
 	}
 	if got := ld.log.nudgeCount(); got != before {
 		t.Fatalf("a renewal was nudged (%d barriers, want %d)", got, before)
 	}
-	res = c.propose(ReleaseEntry{Holder: "n0", Epoch: 1})
+	res = c.propose(ReleaseEntry{Holder: "n0", Epoch: 1, PrevRev: res.Lease.Rev})
 	if !res.Accepted {
 		t.Fatalf("release: %+v", res)
 	}

@@ -1,8 +1,17 @@
 package intentlog
 
-import "fmt"
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+)
 
-// The entry encoding, version 1:
+// The entry encoding. Version 2 (what Encode writes):
+//
+//	version byte (2) | kind byte | fields | CRC-32C (Castagnoli) of everything before, 4 bytes big-endian
+//
+// Version 1 (still decoded, so that existing logs replay identically; never written
+// for a new entry):
 //
 //	version byte (1) | kind byte | fields
 //
@@ -12,9 +21,21 @@ import "fmt"
 // accepts exactly what Encode produces: it rejects trailing bytes, unknown versions and
 // kinds, non-canonical integers and lengths beyond the input, and never allocates more
 // than the input's size.
+//
+// The versions differ in the lease entries' fields: a v2 Claim carries PrevRev (the
+// stored lease record's revision) where a v1 Claim carried PrevEpoch, and v2 Renew,
+// Release and Transfer carry PrevRev, which v1 did not have. The apply keeps the v1
+// rules for v1 entries (determinism is per entry bytes): see ClaimEntry.
+//
+// A v2 entry whose checksum does not verify decodes to ErrCorrupt, not ErrMalformed:
+// its bytes changed after they were encoded (on this replica's disk, most likely),
+// and the apply must not treat it as the proposer's mistake (see ErrCorrupt).
 
-// CodecVersion is the first byte of every encoded entry and result.
-const CodecVersion byte = 1
+// Codec versions: the first byte of every encoded entry and result.
+const (
+	CodecVersion   byte = 2 // what Encode and EncodeResult write
+	CodecVersionV1 byte = 1 // decoded for entries already in logs; never written for new ones
+)
 
 // Entry kinds (the second byte).
 const (
@@ -24,11 +45,28 @@ const (
 	kindRelease  byte = 4
 	kindTransfer byte = 5
 	kindCommit   byte = 6
+	kindGenesis  byte = 7    // version 2 only
 	kindResult   byte = 0x80 // a Result, not an Entry
 )
 
-// Encode returns the versioned bytes of e. It fails only for a nil or unknown Entry.
+// crcSize is the length of the v2 trailer.
+const crcSize = 4
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// crc32c returns the CRC-32C of b.
+func crc32c(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// seal appends the CRC-32C of w.b to w.b (the v2 trailer).
+func (w *wbuf) seal() { w.b = binary.BigEndian.AppendUint32(w.b, crc32c(w.b)) }
+
+// Encode returns the versioned bytes of e: version 2, except for an entry that Decode
+// read from version-1 bytes, which encodes back to those bytes. It fails only for a
+// nil or unknown Entry.
 func Encode(e Entry) ([]byte, error) {
+	if isV1(e) {
+		return encodeV1(e)
+	}
 	size := 64
 	switch e := e.(type) {
 	case IntentsEntry:
@@ -43,15 +81,85 @@ func Encode(e Entry) ([]byte, error) {
 	switch e := e.(type) {
 	case IntentsEntry:
 		w.byte1(kindIntents)
-		w.uvarint(uint64(len(e.Intents)))
-		for _, in := range e.Intents {
-			encodeIntent(w, in)
-		}
+		encodeIntents(w, e.Intents)
 	case ClaimEntry:
 		w.byte1(kindClaim)
 		w.str(e.Holder)
 		w.uvarint(e.Epoch)
-		w.uvarint(e.PrevEpoch)
+		w.uvarint(e.PrevRev)
+		w.varint(e.TS)
+		w.varint(e.TTL)
+		w.bool(e.Force)
+		w.str(e.Reason)
+	case RenewEntry:
+		w.byte1(kindRenew)
+		w.str(e.Holder)
+		w.uvarint(e.Epoch)
+		w.uvarint(e.PrevRev)
+		w.varint(e.TS)
+	case ReleaseEntry:
+		w.byte1(kindRelease)
+		w.str(e.Holder)
+		w.uvarint(e.Epoch)
+		w.uvarint(e.PrevRev)
+	case TransferEntry:
+		w.byte1(kindTransfer)
+		w.str(e.Holder)
+		w.uvarint(e.Epoch)
+		w.uvarint(e.PrevRev)
+		w.str(e.To)
+		w.varint(e.TS)
+	case CommitEntry:
+		w.byte1(kindCommit)
+		w.bytes(e.Raw)
+	case GenesisEntry:
+		w.byte1(kindGenesis)
+		w.str(e.Chain)
+		w.uvarint(e.Version)
+		w.bytes(e.Nonce)
+		w.varint(e.TS)
+		w.varint(e.Retention)
+		w.uvarint(e.MaxIDs)
+	default:
+		return nil, fmt.Errorf("encode entry: unknown entry type %T", e)
+	}
+	w.seal()
+	return w.b, nil
+}
+
+// isV1 reports whether e was decoded from version-1 bytes.
+func isV1(e Entry) bool {
+	switch e := e.(type) {
+	case IntentsEntry:
+		return e.v1
+	case ClaimEntry:
+		return e.v1
+	case RenewEntry:
+		return e.v1
+	case ReleaseEntry:
+		return e.v1
+	case TransferEntry:
+		return e.v1
+	case CommitEntry:
+		return e.v1
+	}
+	return false
+}
+
+// encodeV1 writes e in the version-1 layout (for entries decoded from it, and for
+// tests that build the logs older versions wrote).
+func encodeV1(e Entry) ([]byte, error) {
+	w := &wbuf{}
+	w.byte1(CodecVersionV1)
+	switch e := e.(type) {
+	case IntentsEntry:
+		w.byte1(kindIntents)
+		encodeIntents(w, e.Intents)
+	case ClaimEntry:
+		w.byte1(kindClaim)
+		w.str(e.Holder)
+		w.uvarint(e.Epoch)
+		w.uvarint(e.prevEpoch)
 		w.varint(e.TS)
 		w.varint(e.TTL)
 		w.bool(e.Force)
@@ -75,37 +183,84 @@ func Encode(e Entry) ([]byte, error) {
 		w.byte1(kindCommit)
 		w.bytes(e.Raw)
 	default:
-		return nil, fmt.Errorf("encode entry: unknown entry type %T", e)
+		return nil, fmt.Errorf("encode v1 entry: no v1 layout for %T", e)
 	}
 	return w.b, nil
 }
 
-// Decode parses bytes produced by Encode. Errors wrap ErrMalformed.
+// Decode parses bytes produced by Encode (version 2) or by an older version of it
+// (version 1). Errors wrap ErrMalformed, or ErrCorrupt for a version-2 entry whose
+// checksum does not verify.
 func Decode(b []byte) (Entry, error) {
-	r := &rbuf{b: b}
-	if v := r.byte1(); r.err == nil && v != CodecVersion {
-		return nil, fmt.Errorf("%w: unknown version %d", ErrMalformed, v)
+	if len(b) == 0 {
+		return nil, fmt.Errorf("%w: empty entry", ErrMalformed)
 	}
+	switch b[0] {
+	case CodecVersion:
+		body, err := checkSeal(b)
+		if err != nil {
+			return nil, err
+		}
+		return decodeV2(body)
+	case CodecVersionV1:
+		e, err := decodeV1(b[1:])
+		if err != nil && sealedAs(b, CodecVersion) {
+			// A v2 entry whose version byte changed: corruption, not a bad proposal.
+			return nil, fmt.Errorf("%w: entry version byte %d, but its bytes verify as version %d", ErrCorrupt, b[0], CodecVersion)
+		}
+		return e, err
+	}
+	if sealedAs(b, CodecVersion) {
+		return nil, fmt.Errorf("%w: entry version byte %d, but its bytes verify as version %d", ErrCorrupt, b[0], CodecVersion)
+	}
+	return nil, fmt.Errorf("%w: unknown version %d", ErrMalformed, b[0])
+}
+
+// checkSeal verifies the CRC-32C trailer of a version-2 encoding and returns what is
+// between the version byte and the trailer.
+func checkSeal(b []byte) ([]byte, error) {
+	if len(b) < 2+crcSize {
+		return nil, fmt.Errorf("%w: %d-byte entry is shorter than a version-%d header and checksum", ErrMalformed, len(b), b[0])
+	}
+	n := len(b) - crcSize
+	if got, want := binary.BigEndian.Uint32(b[n:]), crc32c(b[:n]); got != want {
+		return nil, fmt.Errorf("%w: entry checksum %08x, computed %08x", ErrCorrupt, got, want)
+	}
+	return b[1:n], nil
+}
+
+// sealedAs reports whether b, with its first byte replaced by version, carries a valid
+// version-2 trailer: a changed version byte must not turn corruption into "malformed".
+func sealedAs(b []byte, version byte) bool {
+	if len(b) < 2+crcSize {
+		return false
+	}
+	n := len(b) - crcSize
+	c := crc32.Update(0, castagnoli, []byte{version})
+	c = crc32.Update(c, castagnoli, b[1:n])
+	return c == binary.BigEndian.Uint32(b[n:])
+}
+
+func decodeV2(body []byte) (Entry, error) {
+	r := &rbuf{b: body}
 	var e Entry
 	switch k := r.byte1(); k {
 	case kindIntents:
-		n := r.count(4) // op, id length, path length, value flag
-		ins := make([]Intent, n)
-		for i := range ins {
-			ins[i] = decodeIntent(r)
-		}
-		e = IntentsEntry{Intents: ins}
+		e = IntentsEntry{Intents: decodeIntents(r)}
 	case kindClaim:
-		e = ClaimEntry{Holder: r.str(), Epoch: r.uvarint(), PrevEpoch: r.uvarint(),
+		e = ClaimEntry{Holder: r.str(), Epoch: r.uvarint(), PrevRev: r.uvarint(),
 			TS: r.varint(), TTL: r.varint(), Force: r.bool(), Reason: r.str()}
 	case kindRenew:
-		e = RenewEntry{Holder: r.str(), Epoch: r.uvarint(), TS: r.varint()}
+		e = RenewEntry{Holder: r.str(), Epoch: r.uvarint(), PrevRev: r.uvarint(), TS: r.varint()}
 	case kindRelease:
-		e = ReleaseEntry{Holder: r.str(), Epoch: r.uvarint()}
+		e = ReleaseEntry{Holder: r.str(), Epoch: r.uvarint(), PrevRev: r.uvarint()}
 	case kindTransfer:
-		e = TransferEntry{Holder: r.str(), Epoch: r.uvarint(), To: r.str(), TS: r.varint()}
+		e = TransferEntry{Holder: r.str(), Epoch: r.uvarint(), PrevRev: r.uvarint(), To: r.str(), TS: r.varint()}
 	case kindCommit:
 		e = CommitEntry{Raw: r.bytes()}
+	case kindGenesis:
+		e = GenesisEntry{Chain: r.str(), Version: r.uvarint(), Nonce: r.bytes(), TS: r.varint(),
+			Retention: r.varint(), MaxIDs: r.uvarint()}
 	default:
 		if r.err == nil {
 			return nil, fmt.Errorf("%w: unknown kind %d", ErrMalformed, k)
@@ -115,6 +270,50 @@ func Decode(b []byte) (Entry, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+func decodeV1(body []byte) (Entry, error) {
+	r := &rbuf{b: body}
+	var e Entry
+	switch k := r.byte1(); k {
+	case kindIntents:
+		e = IntentsEntry{Intents: decodeIntents(r), v1: true}
+	case kindClaim:
+		e = ClaimEntry{Holder: r.str(), Epoch: r.uvarint(), prevEpoch: r.uvarint(),
+			TS: r.varint(), TTL: r.varint(), Force: r.bool(), Reason: r.str(), v1: true}
+	case kindRenew:
+		e = RenewEntry{Holder: r.str(), Epoch: r.uvarint(), TS: r.varint(), v1: true}
+	case kindRelease:
+		e = ReleaseEntry{Holder: r.str(), Epoch: r.uvarint(), v1: true}
+	case kindTransfer:
+		e = TransferEntry{Holder: r.str(), Epoch: r.uvarint(), To: r.str(), TS: r.varint(), v1: true}
+	case kindCommit:
+		e = CommitEntry{Raw: r.bytes(), v1: true}
+	default:
+		if r.err == nil {
+			return nil, fmt.Errorf("%w: unknown kind %d", ErrMalformed, k)
+		}
+	}
+	if err := r.done(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func encodeIntents(w *wbuf, ins []Intent) {
+	w.uvarint(uint64(len(ins)))
+	for _, in := range ins {
+		encodeIntent(w, in)
+	}
+}
+
+func decodeIntents(r *rbuf) []Intent {
+	n := r.count(4) // op, id length, path length, value flag
+	ins := make([]Intent, n)
+	for i := range ins {
+		ins[i] = decodeIntent(r)
+	}
+	return ins
 }
 
 func encodeIntent(w *wbuf, in Intent) {
@@ -136,7 +335,8 @@ func decodeIntent(r *rbuf) Intent {
 }
 
 // EncodeResult returns the versioned bytes of a Result (what a forwarding handler
-// sends back to the follower that forwarded a proposal).
+// sends back to the follower that forwarded a proposal): version 2, sealed like an
+// entry.
 func EncodeResult(res Result) []byte {
 	w := &wbuf{b: make([]byte, 0, 128)}
 	w.byte1(CodecVersion)
@@ -150,15 +350,31 @@ func EncodeResult(res Result) []byte {
 	}
 	encodeLease(w, res.Lease)
 	encodeHead(w, res.Head)
+	w.seal()
 	return w.b
 }
 
-// DecodeResult parses bytes produced by EncodeResult. Errors wrap ErrMalformed.
+// DecodeResult parses bytes produced by EncodeResult, or by its version 1 (a leader
+// that runs an older build). Errors wrap ErrMalformed, or ErrCorrupt when the
+// checksum fails.
 func DecodeResult(b []byte) (Result, error) {
-	r := &rbuf{b: b}
-	if v := r.byte1(); r.err == nil && v != CodecVersion {
-		return Result{}, fmt.Errorf("%w: unknown version %d", ErrMalformed, v)
+	if len(b) == 0 {
+		return Result{}, fmt.Errorf("%w: empty result", ErrMalformed)
 	}
+	v1 := false
+	switch b[0] {
+	case CodecVersion:
+		body, err := checkSeal(b)
+		if err != nil {
+			return Result{}, err
+		}
+		b = body
+	case CodecVersionV1:
+		v1, b = true, b[1:]
+	default:
+		return Result{}, fmt.Errorf("%w: unknown version %d", ErrMalformed, b[0])
+	}
+	r := &rbuf{b: b}
 	if k := r.byte1(); r.err == nil && k != kindResult {
 		return Result{}, fmt.Errorf("%w: not a result (kind %d)", ErrMalformed, k)
 	}
@@ -169,10 +385,18 @@ func DecodeResult(b []byte) (Result, error) {
 	if n := r.count(6); n > 0 {
 		res.Intents = make([]IntentResult, n)
 		for i := range res.Intents {
-			res.Intents[i] = decodeIntentResult(r)
+			if v1 {
+				res.Intents[i] = decodeIntentResultV1(r)
+			} else {
+				res.Intents[i] = decodeIntentResult(r)
+			}
 		}
 	}
-	res.Lease = decodeLease(r)
+	if v1 {
+		res.Lease = decodeLeaseV1(r)
+	} else {
+		res.Lease = decodeLease(r)
+	}
 	res.Head = decodeHead(r)
 	if err := r.done(); err != nil {
 		return Result{}, err
@@ -187,9 +411,33 @@ func encodeIntentResult(w *wbuf, ir IntentResult) {
 	w.uvarint(ir.Index)
 	w.bool(ir.Duplicate)
 	w.uvarint(ir.Seq)
+	if ir.Hash == ([32]byte{}) {
+		w.byte1(0)
+	} else {
+		w.byte1(1)
+		w.b = append(w.b, ir.Hash[:]...)
+	}
+	w.varint(ir.LogTime)
 }
 
 func decodeIntentResult(r *rbuf) IntentResult {
+	ir := IntentResult{ID: r.str(), Accepted: r.bool(), Reason: Reason(r.str()),
+		Index: r.uvarint(), Duplicate: r.bool(), Seq: r.uvarint()}
+	switch r.byte1() {
+	case 0:
+	case 1:
+		ir.Hash = r.hash32()
+		if r.err == nil && ir.Hash == ([32]byte{}) {
+			r.fail("zero hash marked present") // Encode writes it absent
+		}
+	default:
+		r.fail("bad presence flag")
+	}
+	ir.LogTime = r.varint()
+	return ir
+}
+
+func decodeIntentResultV1(r *rbuf) IntentResult {
 	return IntentResult{ID: r.str(), Accepted: r.bool(), Reason: Reason(r.str()),
 		Index: r.uvarint(), Duplicate: r.bool(), Seq: r.uvarint()}
 }
@@ -199,9 +447,15 @@ func encodeLease(w *wbuf, l Lease) {
 	w.uvarint(l.Epoch)
 	w.varint(l.TS)
 	w.varint(l.TTL)
+	w.uvarint(l.Rev)
 }
 
 func decodeLease(r *rbuf) Lease {
+	return Lease{Holder: r.str(), Epoch: r.uvarint(), TS: r.varint(), TTL: r.varint(), Rev: r.uvarint()}
+}
+
+// decodeLeaseV1 reads a lease written before revisions (Rev stays 0).
+func decodeLeaseV1(r *rbuf) Lease {
 	return Lease{Holder: r.str(), Epoch: r.uvarint(), TS: r.varint(), TTL: r.varint()}
 }
 
@@ -215,14 +469,7 @@ func encodeHead(w *wbuf, h Head) {
 func decodeHead(r *rbuf) Head {
 	var h Head
 	h.Seq = r.uvarint()
-	if r.err == nil {
-		if len(r.b) < 32 {
-			r.fail("short head hash")
-		} else {
-			copy(h.Hash[:], r.b[:32])
-			r.b = r.b[32:]
-		}
-	}
+	h.Hash = r.hash32()
 	h.Epoch = r.uvarint()
 	h.Signer = r.str()
 	return h

@@ -38,34 +38,55 @@ func genLogs(t testing.TB, ref *harness, rng *rand.Rand, n int) []*raft.Log {
 			}
 			e = IntentsEntry{Intents: ins}
 		case 4:
-			prev := v.Lease.Epoch
+			prev, rev := v.Lease.Epoch, v.Lease.Rev
 			if rng.Intn(4) == 0 {
 				prev = uint64(rng.Intn(3))
 			}
-			e = ClaimEntry{Holder: holders[rng.Intn(3)], Epoch: prev + 1, PrevEpoch: prev,
+			if rng.Intn(4) == 0 {
+				rev = uint64(rng.Intn(int(ref.idx) + 1))
+			}
+			e = ClaimEntry{Holder: holders[rng.Intn(3)], Epoch: prev + 1, PrevRev: rev,
 				TS: rng.Int63n(1e6), TTL: 1 + rng.Int63n(5000), Force: rng.Intn(3) == 0, Reason: []string{"", "why"}[rng.Intn(2)]}
+			if rng.Intn(6) == 0 {
+				e = legacyClaim(e.(ClaimEntry), prev) // a version-1 claim (epoch-only rule)
+			}
 		case 5:
-			e = RenewEntry{Holder: holders[rng.Intn(3)], Epoch: v.Lease.Epoch, TS: rng.Int63n(1e6)}
+			e = RenewEntry{Holder: holders[rng.Intn(3)], Epoch: v.Lease.Epoch, PrevRev: v.Lease.Rev - uint64(rng.Intn(2)), TS: rng.Int63n(1e6)}
 		case 6:
-			e = ReleaseEntry{Holder: holders[rng.Intn(3)], Epoch: v.Lease.Epoch}
+			e = ReleaseEntry{Holder: holders[rng.Intn(3)], Epoch: v.Lease.Epoch, PrevRev: v.Lease.Rev}
 		case 7:
-			e = TransferEntry{Holder: v.Lease.Holder, Epoch: v.Lease.Epoch, To: []string{"a", "b", "c", "z"}[rng.Intn(4)], TS: rng.Int63n(1e6)}
+			e = TransferEntry{Holder: v.Lease.Holder, Epoch: v.Lease.Epoch, PrevRev: v.Lease.Rev, To: []string{"a", "b", "c", "z"}[rng.Intn(4)], TS: rng.Int63n(1e6)}
 		case 8, 9, 10:
 			pend := ref.pending()
-			if len(pend) == 0 {
-				continue
-			}
 			raw := commitRaw(ref, func(c *testCommit) {
-				c.Ops = pend[:1+rng.Intn(len(pend))]
+				c.Ops = pend[:rng.Intn(len(pend)+1)]
+				// Carried ops: mostly new IDs, sometimes one already remembered.
+				for j := rng.Intn(3); j > 0; j-- {
+					c.Ops = append(c.Ops, put(fmt.Sprintf("id-%d", rng.Intn(400)), fmt.Sprintf("col%d/r%d", rng.Intn(3), rng.Intn(20)), "carried"))
+				}
+				c.Time = rng.Int63n(1e6)
 				if rng.Intn(8) == 0 {
 					c.Seq++
 				}
 			})
 			e = CommitEntry{Raw: raw}
 		case 11:
+			if rng.Intn(8) == 0 {
+				nonce := make([]byte, 16)
+				rng.Read(nonce)
+				chain := testChain
+				if rng.Intn(4) == 0 {
+					chain = "did:key:zother"
+				}
+				e = GenesisEntry{Chain: chain, Version: 1, Nonce: nonce, TS: rng.Int63n(1e6)}
+				break
+			}
 			if rng.Intn(2) == 0 {
 				b := make([]byte, rng.Intn(20))
 				rng.Read(b)
+				if _, err := Decode(b); errors.Is(err, ErrCorrupt) {
+					continue // a corrupt entry halts the FSM (halt_test.go), not this test's subject
+				}
 				ref.applyRaw(b)
 				logs = append(logs, &raft.Log{Index: ref.idx, Type: raft.LogCommand, Data: b})
 			} else {
@@ -224,9 +245,10 @@ func FuzzApply(f *testing.F) {
 	}
 	for _, e := range []Entry{
 		one(put("n", "c/n", "v")),
-		ClaimEntry{Holder: "b", Epoch: 2, PrevEpoch: 1, TTL: 9},
-		RenewEntry{Holder: "a", Epoch: 1, TS: 7},
-		TransferEntry{Holder: "a", Epoch: 1, To: "b"},
+		ClaimEntry{Holder: "b", Epoch: 2, PrevRev: 2, TTL: 9},
+		RenewEntry{Holder: "a", Epoch: 1, PrevRev: 2, TS: 7},
+		TransferEntry{Holder: "a", Epoch: 1, PrevRev: 2, To: "b"},
+		legacyClaim(ClaimEntry{Holder: "b", Epoch: 2, TTL: 9}, 1),
 	} {
 		b, _ := Encode(e)
 		f.Add(b)
@@ -235,11 +257,33 @@ func FuzzApply(f *testing.F) {
 	h.members("a", "b")
 	heldWithPending(h)
 	f.Add(encodeCommitForFuzz(h))
+	carrying, _ := Encode(CommitEntry{Raw: commitRaw(h, func(c *testCommit) {
+		c.Ops = append(c.Ops, put("carried", "c/7", "v"), del("carried-del", "c/1"))
+		c.Time = 12345
+	})})
+	f.Add(carrying)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		h.t = t
 		before := h.stateDigest()
 		rej := h.rejections()
-		res := h.applyRaw(data)
+		applied := h.f.View().AppliedIndex
+		out := h.f.Apply(&raft.Log{Index: h.idx + 1, Term: 1, Type: raft.LogCommand, Data: data})
+		if err, ok := out.(error); ok {
+			// Only a corrupt entry halts, and a halt applies nothing at all.
+			if _, derr := Decode(data); !errors.Is(derr, ErrCorrupt) || !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("apply failed with %v; Decode says %v", err, derr)
+			}
+			if h.stateDigest() != before || h.rejections() != rej || h.f.View().AppliedIndex != applied {
+				t.Fatal("the halting entry changed the state")
+			}
+			h.f.fault.Store(nil) // un-halt, so fuzzing goes on from the same state
+			return
+		}
+		h.idx++
+		res, ok := out.(Result)
+		if !ok {
+			t.Fatalf("apply returned %#v", out)
+		}
 		if !res.Accepted {
 			if h.stateDigest() != before {
 				t.Fatalf("rejected entry (%s) changed the state", res.Reason)

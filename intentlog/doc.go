@@ -51,7 +51,7 @@
 // rule of the apply table in docs/DESIGN.md is enforced here; a rejected entry changes
 // nothing but its per-reason rejection counter (and the applied index), malformed
 // bytes are rejected with ReasonMalformed, and the limits (MaxIDLen, MaxPathLen,
-// MaxValueLen, DedupeWindow, LeaseHistoryLen, ...) are constants because changing
+// MaxValueLen, MaxPending, DefaultRetention, LeaseHistoryLen, ...) are constants because changing
 // one changes the state machine. Finding an invariant already broken in stored state
 // (a corrupt record, a pending count that disagrees with the queue) panics with a
 // clear message rather than repairing it silently.

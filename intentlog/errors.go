@@ -1,6 +1,9 @@
 package intentlog
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Match them with errors.Is; the returned errors may wrap them.
 var (
@@ -23,6 +26,11 @@ var (
 	ErrEntryTooLarge = errors.New("intentlog: entry too large")
 	// ErrMalformed: bytes that do not decode as an entry, result or snapshot.
 	ErrMalformed = errors.New("intentlog: malformed encoding")
+	// ErrCorrupt: bytes that were checksummed when written no longer verify (a flipped
+	// bit, a torn write). Unlike ErrMalformed it says nothing about the proposer: the
+	// other replicas' copies are most likely fine, so this replica must stop rather
+	// than apply (or reject) something they did not.
+	ErrCorrupt = errors.New("intentlog: corrupt data (checksum mismatch)")
 	// ErrInconsistentState: state.db holds applied entries but the Raft store and
 	// snapshots are empty (raft.db was lost or replaced). Replaying a log over such a
 	// state could silently diverge, so Open refuses; remove state.db to rejoin.
@@ -30,3 +38,35 @@ var (
 	// ErrBadConfig: Open was given an invalid Config.
 	ErrBadConfig = errors.New("intentlog: invalid config")
 )
+
+// FaultError is a fault of this replica's storage, as Log.Fault reports it. It unwraps
+// to the cause: ErrCorrupt for corruption, or the I/O error of a failed write.
+//
+// Halted: the FSM stopped applying (corruption: an entry in raft.db, or a stored value
+// in state.db, no longer verifies). Nothing further is applied, the applied index stays
+// where it was, proposals through this Log fail with this error, and Raft leadership is
+// given up; the other replicas carry on. Restarting does not help (the bytes stay
+// corrupt): repair the device (baton repair, see Repair) so it resyncs from the others.
+//
+// Not halted: a transient fault (a write to state.db failed: a full disk, an I/O
+// error). The apply retries with a bounded backoff and nothing is lost or skipped;
+// the fault clears once a write succeeds.
+type FaultError struct {
+	File   string // RaftFile or StateFile
+	Index  uint64 // the Raft index of the entry being applied (0 if none)
+	Key    string // for state.db: the bucket/key whose value is corrupt
+	Halted bool
+	Err    error
+}
+
+func (e *FaultError) Error() string {
+	switch {
+	case e.Halted && e.File == RaftFile:
+		return fmt.Sprintf("%s: log entry at index %d is corrupt: %v; this replica has stopped applying (the other replicas' copies are most likely fine): run baton repair to resync it from them", e.File, e.Index, e.Err)
+	case e.Halted:
+		return fmt.Sprintf("%s: stored value %s is corrupt (applying index %d): %v; this replica has stopped applying: run baton repair to resync it from the others", e.File, e.Key, e.Index, e.Err)
+	}
+	return fmt.Sprintf("%s: cannot write: %v (applying index %d; retrying)", e.File, e.Err, e.Index)
+}
+
+func (e *FaultError) Unwrap() error { return e.Err }

@@ -1,14 +1,19 @@
 package intentlog
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/batonhq/baton/internal/knobs"
 )
 
 // StateFile is the name of the bbolt state file in the data directory.
@@ -23,10 +28,12 @@ const StateFile = "state.db"
 type FSM struct {
 	path   string
 	verify CommitVerifier
+	knobs  knobs.Intentlog // test-only behaviour changes; the zero value is production
 
-	// Deterministic parameters: every replica must use the same values.
-	dedupeWindow uint64
-	historyLen   uint64
+	// Deterministic parameters: every replica must use the same values (tests lower
+	// them).
+	maxPending uint64
+	historyLen uint64
 
 	mu     sync.RWMutex // held for reading while using db; for writing to swap it
 	db     *bolt.DB
@@ -34,6 +41,20 @@ type FSM struct {
 	notify *notifier
 
 	restores atomic.Uint64 // snapshots restored since open (observability, tests)
+
+	fault    atomic.Pointer[FaultError] // nil when healthy
+	haltCh   chan struct{}              // closed when the FSM first halts
+	haltOnce sync.Once
+	gaveUp   atomic.Bool   // a write never succeeded and Close gave up on it: apply nothing more
+	closing  chan struct{} // closed when Close begins: stops the write retries
+	closeOne sync.Once
+
+	// update runs fn in a write transaction (the state file's Update). Tests replace
+	// it to make commits fail (ENOSPC, EIO) or panic.
+	update func(fn func(*bolt.Tx) error) error
+	// retryWait waits before retry attempt n of a failed write and reports whether to
+	// retry: false once Close has begun. Tests replace it to drive the retries.
+	retryWait func(n int) bool
 }
 
 var (
@@ -51,18 +72,40 @@ type hotState struct {
 
 // NewFSM opens (or creates) the state file in dir. verify checks Commit entries; with a
 // nil verifier every commit is rejected (ReasonBadSignature).
+//
+// A state file of an older layout is set aside (StateFile+".old-layout", never
+// overwriting an earlier one) and the FSM starts empty: Raft then rebuilds the state
+// from its latest snapshot (converted on restore) and the log after it, exactly as
+// after a crash.
 func NewFSM(dir string, verify CommitVerifier) (*FSM, error) {
+	return newFSM(dir, verify, nil)
+}
+
+func newFSM(dir string, verify CommitVerifier, k *knobs.Intentlog) (*FSM, error) {
 	f := &FSM{
-		path:         filepath.Join(dir, StateFile),
-		verify:       verify,
-		dedupeWindow: DedupeWindow,
-		historyLen:   LeaseHistoryLen,
-		notify:       newNotifier(),
+		path:       filepath.Join(dir, StateFile),
+		verify:     verify,
+		maxPending: MaxPending,
+		historyLen: LeaseHistoryLen,
+		notify:     newNotifier(),
+		haltCh:     make(chan struct{}),
+		closing:    make(chan struct{}),
 	}
+	if k != nil {
+		f.knobs = *k // a copy: the apply's behaviour cannot change under it
+	}
+	f.update = func(fn func(*bolt.Tx) error) error { return f.db.Update(fn) }
+	f.retryWait = f.backoff
 	if err := prepareState(f.path); err != nil {
 		return nil, err
 	}
 	db, err := openState(f.path)
+	if errors.Is(err, errOldLayout) {
+		if _, err = setAside(f.path, "old-layout"); err != nil {
+			return nil, err
+		}
+		db, err = openState(f.path)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -87,16 +130,26 @@ func (f *FSM) loadHot() error {
 
 func viewOf(m metaState) View {
 	return View{AppliedIndex: m.Applied, Lease: m.Lease, Head: m.Head,
-		Pending: int(m.PendCount), PendingBytes: int64(m.PendBytes)}
+		Pending: int(m.PendCount), PendingBytes: int64(m.PendBytes), Chain: m.Chain, Genesis: m.Genesis,
+		LogTime: m.LogTime, Remembered: int(m.DedupeCount)}
 }
 
-// Close closes the state file and every subscription.
+// Close closes the state file and every subscription. During a write fault it gives up
+// the retries and returns the fault; after a write fault that never cleared, or a
+// corrupt stored value, it does not mark the file clean (so the next start sets it
+// aside and rebuilds the state from the snapshot and the log).
 func (f *FSM) Close() error {
+	f.beginClose()
 	f.notify.close()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.db == nil {
 		return nil
+	}
+	if fe := f.fault.Load(); fe != nil && (!fe.Halted || fe.File == StateFile) {
+		cerr := f.db.Close()
+		f.db = nil
+		return errors.Join(fmt.Errorf("close state: %w", fe), cerr)
 	}
 	err := f.db.Sync()
 	if cerr := f.db.Close(); err == nil {
@@ -115,39 +168,200 @@ func (f *FSM) Apply(l *raft.Log) any {
 }
 
 // ApplyBatch applies entries in one bbolt transaction, so one fsync (raft.BatchingFSM).
+//
+// An entry that cannot be applied on this replica (its bytes in raft.db are corrupt,
+// see ErrCorrupt) halts the FSM: the entries before it in the batch are applied, it
+// and every later entry are not (their response is the *FaultError), and Fault reports
+// it. It never panics for that.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
-	var a *applier
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	if f.db == nil {
-		panic("intentlog: apply on a closed FSM")
+	refuse := func(from int, err error) {
+		for i := from; i < len(out); i++ {
+			out[i] = err
+		}
 	}
+	if f.db == nil {
+		refuse(0, ErrClosed)
+		return out
+	}
+	if fe := f.halted(); fe != nil {
+		refuse(0, fe)
+		return out
+	}
+	if f.gaveUp.Load() {
+		refuse(0, f.Fault())
+		return out
+	}
+	// A memory fault (a torn or truncated file under the mmap) panics instead of
+	// killing the process; tryTx turns it into a fault.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	old := f.hot.Load()
-	err := f.db.Update(func(tx *bolt.Tx) error {
-		a = &applier{tx: tx, verify: f.verify, dedupe: f.dedupeWindow, histMax: f.historyLen,
-			m: readMeta(tx), rej: maps.Clone(old.rejections)}
+	a, stop, fe := f.applyTx(old, logs)
+	if fe != nil && stop > 0 {
+		// The transaction was rolled back. Apply the entries before the fault again
+		// (the apply is deterministic: the same results), so that exactly those are
+		// applied whatever the batching.
+		var fe2 *FaultError
+		if a, _, fe2 = f.applyTx(old, logs[:stop]); fe2 != nil {
+			fe, stop, a = fe2, 0, nil // cannot happen: they applied a moment ago
+		}
+	}
+	if a != nil {
+		copy(out, a.out)
+		rej := old.rejections
+		if a.rejDirty {
+			rej = a.rej
+		}
+		f.hot.Store(&hotState{view: viewOf(a.m), configIdx: a.m.ConfigIndex, rejections: rej})
+		// Wake watchers whenever the view moved (the applied index counts:
+		// WaitApplied relies on it), even if the entries were duplicates or skipped.
+		if a.changed || a.m.Applied != old.view.AppliedIndex {
+			f.notify.publish(a.events)
+		}
+	}
+	if fe != nil {
+		refuse(stop, fe)
+		if fe.Halted {
+			f.raise(fe)
+		}
+	}
+	return out
+}
+
+// applyAbort is how the applier stops a batch at an entry this replica cannot apply:
+// raised with panic, recovered in tryTx, never seen outside this file and apply.go.
+type applyAbort struct{ fault *FaultError }
+
+var errAborted = errors.New("intentlog: batch aborted")
+
+// maxRetryDelay bounds the wait between retries of a failed state write.
+const maxRetryDelay = time.Second
+
+// retryDelay is the wait before retry attempt n: 1 ms doubling, at most maxRetryDelay.
+func retryDelay(n int) time.Duration {
+	if n >= 10 {
+		return maxRetryDelay
+	}
+	return min(time.Millisecond<<n, maxRetryDelay)
+}
+
+// backoff is the production retryWait.
+func (f *FSM) backoff(n int) bool {
+	t := time.NewTimer(retryDelay(n))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-f.closing:
+		return false
+	}
+}
+
+// beginClose stops write retries (Close calls it before it waits for the apply).
+func (f *FSM) beginClose() { f.closeOne.Do(func() { close(f.closing) }) }
+
+// applyTx applies logs in one write transaction. It returns the applier (results,
+// events, the new meta), or, when an entry halts the FSM, the rolled-back batch's
+// fault and the position of that entry. A commit that fails (a full disk, an I/O
+// error) is retried with a bounded backoff, blocking the apply: nothing is lost or
+// skipped, and Fault reports the failure until a write succeeds. Only Close ends the
+// retries; the batch is then given up (not applied) and nothing more is.
+func (f *FSM) applyTx(old *hotState, logs []*raft.Log) (a *applier, stop int, fe *FaultError) {
+	for attempt := 0; ; attempt++ {
+		a, stop, fe, werr := f.tryTx(old, logs)
+		if werr == nil || fe != nil {
+			if attempt > 0 {
+				f.fault.Store(nil) // the write fault cleared (a halting fe is raised by the caller)
+				f.notify.publish(nil)
+			}
+			return a, stop, fe
+		}
+		wf := &FaultError{File: StateFile, Index: logs[0].Index, Err: werr}
+		f.fault.Store(wf)
+		f.notify.publish(nil)
+		if !f.retryWait(attempt) {
+			f.gaveUp.Store(true)
+			return nil, 0, wf
+		}
+	}
+}
+
+// tryTx is one attempt of applyTx. werr is a failed commit of the transaction (retry);
+// fe a fault that halts the FSM at position stop. Any panic in the apply (a broken
+// invariant, bbolt on a damaged page, a memory fault reading a torn file) becomes a
+// halting fault: the FSM never takes the process down.
+func (f *FSM) tryTx(old *hotState, logs []*raft.Log) (a *applier, stop int, fe *FaultError, werr error) {
+	defer func() {
+		if r := recover(); r != nil {
+			// Outside the entries' loop (the commit itself): nothing of the batch is
+			// known to be applicable.
+			a, fe, stop, werr = nil, panicFault(r, logs[0].Index), 0, nil
+		}
+	}()
+	werr = f.update(func(tx *bolt.Tx) (err error) {
+		a = &applier{tx: tx, verify: f.verify, knobs: f.knobs, maxPend: f.maxPending, histMax: f.historyLen,
+			rej: maps.Clone(old.rejections), out: make([]any, len(logs))}
+		defer func() {
+			if r := recover(); r != nil {
+				if ab, ok := r.(applyAbort); ok {
+					fe = ab.fault
+				} else {
+					fe = panicFault(r, logs[a.pos].Index)
+				}
+				stop, err = a.pos, errAborted
+			}
+		}()
+		a.m = a.readMeta()
 		for i, l := range logs {
-			out[i] = a.apply(l)
+			a.pos = i
+			a.out[i] = a.apply(l)
 		}
 		return tx.Bucket(bMeta).Put(keyState, a.m.encode())
 	})
-	if err != nil {
-		// The transaction could not be committed (disk full, I/O error). Carrying on
-		// would let this replica diverge from the others.
-		panic(fmt.Sprintf("intentlog: commit state transaction: %v", err))
+	if fe != nil {
+		return nil, stop, fe, nil
 	}
-	rej := old.rejections
-	if a.rejDirty {
-		rej = a.rej
+	return a, len(logs), nil, werr
+}
+
+// panicFault turns a recovered panic into a halting fault.
+func panicFault(r any, index uint64) *FaultError {
+	var err error
+	if re, ok := r.(interface{ Addr() uintptr }); ok {
+		// A memory fault: a page of the mmapped file is missing (truncated) or torn.
+		err = fmt.Errorf("%w: memory fault reading the file: %v", ErrCorrupt, re)
+	} else {
+		err = fmt.Errorf("apply panicked: %v\n%s", r, debug.Stack())
 	}
-	f.hot.Store(&hotState{view: viewOf(a.m), configIdx: a.m.ConfigIndex, rejections: rej})
-	// Wake watchers whenever the view moved (the applied index counts: WaitApplied
-	// relies on it), even if the entries themselves were duplicates or skipped.
-	if a.changed || a.m.Applied != old.view.AppliedIndex {
-		f.notify.publish(a.events)
+	return &FaultError{File: StateFile, Index: index, Key: "(unknown)", Halted: true, Err: err}
+}
+
+// raise records a fault. A halting one is permanent (until a restore replaces the
+// state): it wakes watchers and signals haltCh.
+func (f *FSM) raise(fe *FaultError) {
+	f.fault.Store(fe)
+	if fe.Halted {
+		f.haltOnce.Do(func() { close(f.haltCh) })
 	}
-	return out
+	f.notify.publish(nil)
+}
+
+// halted returns the halting fault, or nil.
+func (f *FSM) halted() *FaultError {
+	if fe := f.fault.Load(); fe != nil && fe.Halted {
+		return fe
+	}
+	return nil
+}
+
+// Fault returns the current storage fault (a *FaultError), or nil when healthy.
+func (f *FSM) Fault() error {
+	if fe := f.fault.Load(); fe != nil {
+		return fe
+	}
+	return nil
 }
 
 // StoreConfiguration records Raft membership (raft.ConfigurationStore). With a

@@ -12,14 +12,25 @@ import (
 
 // testCommit is a trivial commit encoding for tests (the real one is package signer's):
 // the wire primitives over CommitInfo's fields plus a "signature" that must read "ok".
+// Chain defaults to testChain. testVerify also reads the format of the older tests
+// ("testcommit", without chain and time: the commits in testdata/v1), as chain
+// testChain at time 0.
 type testCommit struct {
 	CommitInfo
 	Sig string
 }
 
+const testChain = "did:key:z6MktestChain"
+
 func (c testCommit) encode() []byte {
 	w := &wbuf{}
-	w.str("testcommit")
+	w.str("testcommit2")
+	chain := c.Chain
+	if chain == "" {
+		chain = testChain
+	}
+	w.str(chain)
+	w.varint(c.Time)
 	w.uvarint(c.Seq)
 	w.uvarint(c.Epoch)
 	w.str(c.Signer)
@@ -36,10 +47,16 @@ var errTestSig = errors.New("test signature refused")
 
 func testVerify(raw []byte) (CommitInfo, error) {
 	r := &rbuf{b: raw}
-	if r.str() != "testcommit" {
+	var ci CommitInfo
+	switch r.str() {
+	case "testcommit":
+		ci.Chain = testChain
+	case "testcommit2":
+		ci.Chain = r.str()
+		ci.Time = r.varint()
+	default:
 		return CommitInfo{}, errTestSig
 	}
-	var ci CommitInfo
 	ci.Seq = r.uvarint()
 	ci.Epoch = r.uvarint()
 	ci.Signer = r.str()
@@ -75,6 +92,9 @@ func newHarness(t testing.TB) *harness {
 	t.Cleanup(func() { f.Close() })
 	return &harness{t: t, f: f}
 }
+
+// rev is the stored lease record's revision (what a lease write names as PrevRev).
+func (h *harness) rev() uint64 { return h.f.View().Lease.Rev }
 
 func (h *harness) applyRaw(data []byte) Result {
 	h.t.Helper()
@@ -210,3 +230,12 @@ func (h *harness) rejections() uint64 {
 	}
 	return n
 }
+
+// legacyClaim returns e as a version-1 claim would decode: PrevEpoch instead of
+// PrevRev, and the epoch-only rule.
+func legacyClaim(e ClaimEntry, prevEpoch uint64) ClaimEntry {
+	e.PrevRev, e.v1, e.prevEpoch = 0, true, prevEpoch
+	return e
+}
+
+func hashOf(b []byte) [32]byte { return sha256.Sum256(b) }

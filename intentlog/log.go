@@ -17,6 +17,8 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/batonhq/baton/internal/knobs"
 )
 
 // Defaults for Config fields left zero.
@@ -56,6 +58,10 @@ type Config struct {
 	// SnapshotRetain is how many snapshots are kept on disk. Optional, defaults to
 	// DefaultSnapshotRetain.
 	SnapshotRetain int
+	// Knobs re-introduce old behaviour for the simulator (see package
+	// internal/knobs). nil, the only value code outside this module can set, means
+	// production behaviour. Every replica of a cluster must use the same knobs.
+	Knobs *knobs.Intentlog
 }
 
 func (c *Config) validate() error {
@@ -100,6 +106,7 @@ type Log struct {
 	nudger nudger
 	once   sync.Once
 	cerr   error
+	done   chan struct{} // closed by Close: stops the halt monitor
 }
 
 // Open starts a Raft node in cfg.Dir over trans. A node with existing state rejoins
@@ -135,7 +142,7 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
 
-	fsm, err := NewFSM(cfg.Dir, cfg.Verify)
+	fsm, err := newFSM(cfg.Dir, cfg.Verify, cfg.Knobs)
 	if err != nil {
 		return nil, err
 	}
@@ -172,9 +179,49 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 		fsm.Close()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	return &Log{cfg: cfg, fsm: fsm, raft: r, store: store, snaps: snaps,
-		log: cfg.Logger.With("component", "intentlog")}, nil
+	l := &Log{cfg: cfg, fsm: fsm, raft: r, store: store, snaps: snaps,
+		log: cfg.Logger.With("component", "intentlog"), done: make(chan struct{})}
+	go l.monitorHalt()
+	return l, nil
 }
+
+// haltStepDownEvery is how often a halted replica checks that it does not lead.
+const haltStepDownEvery = 200 * time.Millisecond
+
+// monitorHalt makes a halted replica give up Raft leadership, now and whenever it wins
+// it again: a leader whose copy of an entry is corrupt would send that copy to
+// followers that lack it, and it can apply nothing anyway. It still takes part in Raft
+// otherwise (it stores and acknowledges entries), so the others keep their quorum.
+func (l *Log) monitorHalt() {
+	select {
+	case <-l.fsm.haltCh:
+	case <-l.done:
+		return
+	}
+	fe := l.fsm.halted()
+	if fe != nil {
+		l.log.Error("the state machine halted", "err", fe)
+	}
+	t := time.NewTicker(haltStepDownEvery)
+	defer t.Stop()
+	for {
+		if l.fsm.halted() != nil && l.raft.State() == raft.Leader {
+			l.log.Warn("halted replica gives up Raft leadership")
+			_ = l.raft.LeadershipTransfer().Error()
+		}
+		select {
+		case <-t.C:
+		case <-l.done:
+			return
+		}
+	}
+}
+
+// Fault returns this replica's storage fault, or nil when it is healthy: a
+// *FaultError naming the file (raft.db or state.db) and the index or key. A halting
+// fault (corruption) is permanent until the device is repaired; a write fault clears
+// once a write succeeds. See FaultError.
+func (l *Log) Fault() error { return l.fsm.Fault() }
 
 // stateCoversSnapshot reports whether the durable state is at or after the newest
 // snapshot, so Raft need not restore it on start.
@@ -240,6 +287,10 @@ func (l *Log) ApplyEncoded(ctx context.Context, data []byte) ([]byte, error) {
 	if _, err := Decode(data); err != nil {
 		return nil, err
 	}
+	if data[0] != CodecVersion {
+		// Older versions are replayed from logs that hold them, never proposed anew.
+		return nil, fmt.Errorf("%w: entry of codec version %d: new entries are version %d", ErrMalformed, data[0], CodecVersion)
+	}
 	res, err := l.apply(ctx, data)
 	if err != nil {
 		return nil, err
@@ -250,6 +301,9 @@ func (l *Log) ApplyEncoded(ctx context.Context, data []byte) ([]byte, error) {
 func (l *Log) apply(ctx context.Context, data []byte) (Result, error) {
 	if l.closed.Load() {
 		return Result{}, ErrClosed
+	}
+	if fe := l.fsm.halted(); fe != nil {
+		return Result{}, fe
 	}
 	if len(data) > MaxEntryBytes {
 		return Result{}, ErrEntryTooLarge
@@ -281,6 +335,9 @@ func (l *Log) apply(ctx context.Context, data []byte) (Result, error) {
 	}
 	if err := fut.Error(); err != nil {
 		return Result{}, mapRaftErr(err)
+	}
+	if err, ok := fut.Response().(error); ok {
+		return Result{}, err // this replica halted at (or before) the entry
 	}
 	res, ok := fut.Response().(Result)
 	if !ok {
@@ -321,6 +378,13 @@ func (l *Log) Leader() (raft.ServerAddress, raft.ServerID) { return l.raft.Leade
 
 // View returns the locally applied hot state. It never blocks and never waits on Raft.
 func (l *Log) View() View { return l.fsm.View() }
+
+// Genesis returns the chain identity stored in the replicated state, if a genesis was
+// applied. It reads local state; it does not wait on Raft.
+func (l *Log) Genesis() (Genesis, bool) {
+	g := l.fsm.View().Genesis
+	return g, g.Index != 0
+}
 
 // Rejections returns the rejection counters by reason (a copy).
 func (l *Log) Rejections() map[Reason]uint64 { return l.fsm.Rejections() }
@@ -470,6 +534,10 @@ func (l *Log) Raft() *raft.Raft { return l.raft }
 func (l *Log) Close() error {
 	l.once.Do(func() {
 		l.closed.Store(true)
+		close(l.done)
+		// First stop the FSM's write retries: Shutdown waits for the apply, which a
+		// full disk would otherwise block for good.
+		l.fsm.beginClose()
 		err := l.raft.Shutdown().Error()
 		// Raft is stopped, so nothing applies any more: the state can be closed.
 		err = errors.Join(err, l.fsm.Close(), l.store.Close())
@@ -489,6 +557,9 @@ func (l *Log) WaitApplied(ctx context.Context, index uint64) error {
 		if l.closed.Load() {
 			return ErrClosed
 		}
+		if fe := l.fsm.halted(); fe != nil {
+			return fe // it will never get there
+		}
 		select {
 		case <-w:
 		case <-ctx.Done():
@@ -505,6 +576,9 @@ func (l *Log) WaitApplied(ctx context.Context, index uint64) error {
 func (l *Log) Barrier(ctx context.Context) (uint64, error) {
 	if l.closed.Load() {
 		return 0, ErrClosed
+	}
+	if fe := l.fsm.halted(); fe != nil {
+		return 0, fe
 	}
 	if l.raft.State() != raft.Leader {
 		return 0, ErrNotLeader

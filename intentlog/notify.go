@@ -5,8 +5,8 @@ import (
 	"sync/atomic"
 )
 
-// Event is what a Subscription delivers: LeaseChanged, CommitApplied, IntentAccepted or
-// StateRestored.
+// Event is what a Subscription delivers: LeaseChanged, CommitApplied, IntentAccepted,
+// GenesisApplied or StateRestored.
 type Event interface{ isEvent() }
 
 // LeaseChanged: an accepted lease entry (claim, steal, renew, release, transfer) was
@@ -30,6 +30,11 @@ type IntentAccepted struct {
 	Index uint64
 }
 
+// GenesisApplied: a genesis entry was accepted at Genesis.Index.
+type GenesisApplied struct {
+	Genesis Genesis
+}
+
 // StateRestored: the whole state was replaced from a Raft snapshot (a lagging replica
 // caught up by snapshot install, or a start-up restore). Events for the entries the
 // snapshot covers are not delivered: a subscriber must resync from the Log.
@@ -41,6 +46,7 @@ func (LeaseChanged) isEvent()   {}
 func (StateRestored) isEvent()  {}
 func (CommitApplied) isEvent()  {}
 func (IntentAccepted) isEvent() {}
+func (GenesisApplied) isEvent() {}
 
 // SubscriptionBuffer is the channel capacity of a Subscription.
 const SubscriptionBuffer = 1024

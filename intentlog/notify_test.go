@@ -51,7 +51,7 @@ func TestSubscribeDeliversTypedEvents(t *testing.T) {
 	h.mustAccept(IntentsEntry{Intents: []Intent{put("i1", "c/1", "v"), put("i2", "c/2", "v")}})
 	res, raw := h.commitPending(2)
 	want := []Event{
-		LeaseChanged{Index: 1, Event: "claim", Lease: Lease{Holder: "a", Epoch: 1, TS: 100, TTL: 1000}},
+		LeaseChanged{Index: 1, Event: "claim", Lease: Lease{Holder: "a", Epoch: 1, TS: 100, TTL: 1000, Rev: 1}},
 		IntentAccepted{ID: "i1", Index: 2},
 		IntentAccepted{ID: "i2", Index: 2},
 		CommitApplied{Index: 3, Head: res.Head, Raw: raw},

@@ -19,17 +19,18 @@ import (
 // The snapshot is a canonical logical dump of the state, not bbolt's file bytes, so two
 // replicas that applied the same entries produce byte-identical snapshots:
 //
-//	magic "baton-intentlog-snapshot\n" | version byte (1) | uvarint applied index
+//	magic "baton-intentlog-snapshot\n" | version byte (layoutVersion) | uvarint applied index
 //	for each bucket, in the fixed order of allBuckets:
 //	    uvarint-length name | (0x01 | len key | key | len value | value)* | 0x00
 //	SHA-256 of everything before it (32 bytes)
 //
 // Keys appear in bbolt's (byte-wise sorted) order; Restore checks the order, the bucket
-// names, the meta record and the checksum before it replaces anything.
+// names, the meta record and the checksum before it replaces anything. A snapshot of
+// an older layout (version byte) is converted to the current one while it is loaded
+// (convert.go), so a replica of a newer build can restore what an older one wrote.
 
 const (
-	snapMagic   = "baton-intentlog-snapshot\n"
-	snapVersion = 1
+	snapMagic = "baton-intentlog-snapshot\n"
 	// restoreTxBytes bounds how much one restore transaction writes.
 	restoreTxBytes = 32 << 20
 )
@@ -41,6 +42,11 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	defer f.mu.RUnlock()
 	if f.db == nil {
 		return nil, ErrClosed
+	}
+	if fe := f.halted(); fe != nil {
+		// Raft would record the snapshot at its own applied index and compact the log
+		// up to it, past the entry this replica never applied.
+		return nil, fmt.Errorf("snapshot refused: %w", fe)
 	}
 	tx, err := f.db.Begin(false)
 	if err != nil {
@@ -71,9 +77,12 @@ func writeDump(tx *bolt.Tx, w io.Writer) error {
 	put := func(b []byte) { _, _ = bw.Write(b) } // bufio keeps the first error
 	putUv := func(v uint64) { scratch = binary.AppendUvarint(scratch[:0], v); put(scratch) }
 
-	m := readMeta(tx)
+	m, err := readMeta(tx)
+	if err != nil {
+		return err
+	}
 	put([]byte(snapMagic))
-	put([]byte{snapVersion})
+	put([]byte{layoutVersion})
 	putUv(m.Applied)
 	for _, name := range allBuckets {
 		putUv(uint64(len(name)))
@@ -91,7 +100,7 @@ func writeDump(tx *bolt.Tx, w io.Writer) error {
 	if err := bw.Flush(); err != nil {
 		return err
 	}
-	_, err := w.Write(h.Sum(nil))
+	_, err = w.Write(h.Sum(nil))
 	return err
 }
 
@@ -136,23 +145,25 @@ func (s *snapReader) uvarint() (uint64, error) {
 	return v, nil
 }
 
-func (s *snapReader) header() (applied uint64, err error) {
+func (s *snapReader) header() (version byte, applied uint64, err error) {
 	magic, err := s.full(uint64(len(snapMagic)), uint64(len(snapMagic)))
 	if err != nil || string(magic) != snapMagic {
-		return 0, fmt.Errorf("%w: not an intentlog snapshot", ErrMalformed)
+		return 0, 0, fmt.Errorf("%w: not an intentlog snapshot", ErrMalformed)
 	}
 	v, err := s.ReadByte()
-	if err != nil || v != snapVersion {
-		return 0, fmt.Errorf("%w: snapshot version %d", ErrMalformed, v)
+	if err != nil || !convertible(v) {
+		return 0, 0, fmt.Errorf("%w: snapshot layout version %d (this build reads %d to %d)", ErrMalformed, v, minLayoutVersion, layoutVersion)
 	}
-	return s.uvarint()
+	applied, err = s.uvarint()
+	return v, applied, err
 }
 
 // SnapshotAppliedIndex reads only the header of a dump and returns the applied index
 // of the state it holds.
 func SnapshotAppliedIndex(r io.Reader) (uint64, error) {
 	s := &snapReader{r: bufio.NewReader(r), h: sha256.New()}
-	return s.header()
+	_, applied, err := s.header()
+	return applied, err
 }
 
 // Restore replaces the whole state with the dump read from rc (raft.FSM). It loads the
@@ -164,7 +175,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err := removeIfExists(tmp); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	if err := loadDump(rc, tmp); err != nil {
+	if err := loadDump(rc, tmp, f.verify); err != nil {
 		_ = removeIfExists(tmp)
 		return fmt.Errorf("restore: %w", err)
 	}
@@ -194,14 +205,19 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("restore: %w", err)
 	}
 	f.restores.Add(1)
+	// The state was replaced wholesale: a fault of the old one no longer applies (a
+	// corrupt entry at or below the snapshot is not needed any more; one above it
+	// halts again when it is reached).
+	f.fault.Store(nil)
 	f.notify.publish([]Event{StateRestored{AppliedIndex: f.View().AppliedIndex}})
 	return nil
 }
 
 // loadDump validates a dump while writing it into a new bbolt file at path.
-func loadDump(r io.Reader, path string) (err error) {
+func loadDump(r io.Reader, path string, verify CommitVerifier) (err error) {
 	s := &snapReader{r: bufio.NewReaderSize(r, 64<<10), h: sha256.New()}
-	if _, err := s.header(); err != nil {
+	version, _, err := s.header()
+	if err != nil {
 		return err
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: true, NoFreelistSync: true})
@@ -223,7 +239,7 @@ func loadDump(r io.Reader, path string) (err error) {
 		}
 	}()
 	var metaSeen bool
-	for _, want := range allBuckets {
+	for _, want := range bucketsOf(version) {
 		n, err := s.uvarint()
 		if err != nil {
 			return err
@@ -269,7 +285,7 @@ func loadDump(r io.Reader, path string) (err error) {
 			}
 			prev = k
 			if bytes.Equal(name, bMeta) && bytes.Equal(k, keyState) {
-				if _, err := decodeMeta(v); err != nil {
+				if err := checkMeta(version, v); err != nil {
 					return err
 				}
 				metaSeen = true
@@ -305,6 +321,11 @@ func loadDump(r io.Reader, path string) (err error) {
 	}
 	if !metaSeen {
 		return fmt.Errorf("%w: snapshot has no meta state", ErrMalformed)
+	}
+	if version != layoutVersion {
+		if err := convertLayout(tx, version, verify); err != nil {
+			return fmt.Errorf("convert snapshot from layout %d: %w", version, err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return err

@@ -6,11 +6,11 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// IntentStatus reports what the dedupe window remembers about intent id: the Raft
-// index of the entry that accepted it and, once signed, the seq of the commit that
-// signed it (Accepted is true, Duplicate false). ok is false when the ID is not in
-// the window (never accepted, or evicted). It reads local state; it does not wait on
-// Raft.
+// IntentStatus reports what the dedupe window remembers about intent id: its original
+// result (Accepted true, Duplicate false): the Raft index of the entry that accepted
+// it, the log time then, and once signed the seq and hash of the commit that signed
+// it. ok is false when the ID is not in the window (never accepted, or forgotten after
+// the retention). It reads local state; it does not wait on Raft.
 func (l *Log) IntentStatus(id string) (res IntentResult, ok bool, err error) {
 	err = l.fsm.read(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bDedupe).Get([]byte(id))
@@ -21,7 +21,7 @@ func (l *Log) IntentStatus(id string) (res IntentResult, ok bool, err error) {
 		if err != nil {
 			return fmt.Errorf("intent status %q: %w", id, err)
 		}
-		res, ok = IntentResult{ID: id, Accepted: true, Index: d.Index, Seq: d.Seq}, true
+		res, ok = d.result(id), true
 		return nil
 	})
 	return res, ok, err

@@ -9,7 +9,7 @@ import (
 func TestIntentStatus(t *testing.T) {
 	c := newCluster(t, 1, nil)
 	l := c.leader().log
-	res := c.propose(ClaimEntry{Holder: "a", Epoch: 1, PrevEpoch: 0, TS: 100, TTL: 1000})
+	res := c.propose(ClaimEntry{Holder: "a", Epoch: 1, PrevRev: 0, TS: 100, TTL: 1000})
 	if !res.Accepted {
 		t.Fatalf("claim: %+v", res)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -41,13 +42,28 @@ type metaState struct {
 	HistNext    uint64 // next history key
 	HistCount   uint64
 	ConfigIndex uint64 // index of the applied membership configuration
+	Chain       string // chain DID (the genesis's, or fixed by the first commit)
+	Genesis     Genesis
+	LogTime     int64 // unix ms: the latest timestamp of an accepted version-2 entry that carries one
+	TimeOrigin  int64 // the first nonzero log time (IDs remembered before it count from it)
 }
 
-const metaVersion = 1
+// layoutVersion is the version of state.db's layout and of the snapshot format (the
+// snapshot is a dump of the layout, so they move together). It is the first byte of
+// the meta record and of a snapshot's header. History:
+//
+//	1  the first layout (commit a51a2ca and before)
+//	2  the lease record carries its revision (Lease.Rev)
+//	3  the chain DID and the genesis in meta
+//	4  log time; dedupe entries carry log time and commit hash
+//
+// A state.db of an older layout is set aside and rebuilt from the snapshot and the log
+// (see NewFSM); a snapshot of an older layout is converted on restore (convert.go).
+const layoutVersion = 4
 
 func (m *metaState) encode() []byte {
 	w := &wbuf{}
-	w.byte1(metaVersion)
+	w.byte1(layoutVersion)
 	w.uvarint(m.Applied)
 	encodeLease(w, m.Lease)
 	encodeHead(w, m.Head)
@@ -55,14 +71,52 @@ func (m *metaState) encode() []byte {
 		m.DedupeCount, m.HistNext, m.HistCount, m.ConfigIndex} {
 		w.uvarint(v)
 	}
+	w.str(m.Chain)
+	encodeGenesis(w, m.Genesis)
+	w.varint(m.LogTime)
+	w.varint(m.TimeOrigin)
 	return w.b
+}
+
+func encodeGenesis(w *wbuf, g Genesis) {
+	w.uvarint(g.Index)
+	if g.Index == 0 {
+		return // none
+	}
+	w.str(g.Chain)
+	w.uvarint(g.Version)
+	w.b = append(w.b, g.Nonce[:]...)
+	w.varint(g.TS)
+	w.varint(g.Retention)
+	w.uvarint(g.MaxIDs)
+	w.b = append(w.b, g.Hash[:]...)
+}
+
+func decodeGenesis(r *rbuf) Genesis {
+	var g Genesis
+	if g.Index = r.uvarint(); g.Index == 0 {
+		return g
+	}
+	g.Chain = r.str()
+	g.Version = r.uvarint()
+	if r.err == nil && len(r.b) < GenesisNonceLen {
+		r.fail("short genesis nonce")
+	} else if r.err == nil {
+		copy(g.Nonce[:], r.b)
+		r.b = r.b[GenesisNonceLen:]
+	}
+	g.TS = r.varint()
+	g.Retention = r.varint()
+	g.MaxIDs = r.uvarint()
+	g.Hash = r.hash32()
+	return g
 }
 
 func decodeMeta(b []byte) (metaState, error) {
 	r := &rbuf{b: b}
 	var m metaState
-	if v := r.byte1(); r.err == nil && v != metaVersion {
-		return m, fmt.Errorf("%w: meta version %d", ErrMalformed, v)
+	if v := r.byte1(); r.err == nil && v != layoutVersion {
+		return m, fmt.Errorf("%w: meta layout version %d, want %d", ErrMalformed, v, layoutVersion)
 	}
 	m.Applied = r.uvarint()
 	m.Lease = decodeLease(r)
@@ -71,28 +125,47 @@ func decodeMeta(b []byte) (metaState, error) {
 		&m.DedupeCount, &m.HistNext, &m.HistCount, &m.ConfigIndex} {
 		*p = r.uvarint()
 	}
+	m.Chain = r.str()
+	m.Genesis = decodeGenesis(r)
+	m.LogTime = r.varint()
+	m.TimeOrigin = r.varint()
 	return m, r.done()
 }
 
-// dedupeEntry is what the dedupe window remembers about an accepted intent ID.
+// dedupeEntry is what the dedupe window remembers about an accepted intent ID: its
+// original result.
 type dedupeEntry struct {
-	Order uint64 // key in dedupe_order
-	Index uint64 // Raft index of the entry that accepted it
-	Seq   uint64 // commit that signed it, 0 until signed
+	Order   uint64   // key in dedupe_order
+	Index   uint64   // Raft index of the entry that accepted it
+	LogTime int64    // log time when it was accepted (0: before log time existed)
+	Seq     uint64   // commit that signed it, 0 while pending
+	Hash    [32]byte // that commit's hash (when Seq > 0)
 }
 
 func (d dedupeEntry) encode() []byte {
-	w := &wbuf{}
+	w := &wbuf{b: make([]byte, 0, 64)}
 	w.uvarint(d.Order)
 	w.uvarint(d.Index)
+	w.varint(d.LogTime)
 	w.uvarint(d.Seq)
+	if d.Seq > 0 {
+		w.b = append(w.b, d.Hash[:]...)
+	}
 	return w.b
 }
 
 func decodeDedupe(b []byte) (dedupeEntry, error) {
 	r := &rbuf{b: b}
-	d := dedupeEntry{Order: r.uvarint(), Index: r.uvarint(), Seq: r.uvarint()}
+	d := dedupeEntry{Order: r.uvarint(), Index: r.uvarint(), LogTime: r.varint(), Seq: r.uvarint()}
+	if d.Seq > 0 {
+		d.Hash = r.hash32()
+	}
 	return d, r.done()
+}
+
+// result is the original result of the intent id that d remembers.
+func (d dedupeEntry) result(id string) IntentResult {
+	return IntentResult{ID: id, Accepted: true, Index: d.Index, Seq: d.Seq, Hash: d.Hash, LogTime: d.LogTime}
 }
 
 func encodeIntentValue(in Intent) []byte {
@@ -107,7 +180,20 @@ func decodeIntentValue(b []byte) (Intent, error) {
 	return in, r.done()
 }
 
-// openState opens (creating if needed) a bbolt state file with every bucket present.
+// metaLayout returns the layout version of a stored meta record (0 if there is none).
+func metaLayout(b []byte) byte {
+	if len(b) == 0 {
+		return 0
+	}
+	return b[0]
+}
+
+// errOldLayout: the state file holds an older layout (openState's caller sets it aside).
+var errOldLayout = errors.New("intentlog: state.db has an older layout")
+
+// openState opens (creating if needed) a bbolt state file with every bucket present. A
+// file of an older layout is left untouched and reported with errOldLayout; one of a
+// newer layout (a downgrade) is refused.
 func openState(path string) (*bolt.DB, error) {
 	// A large initial mmap keeps bbolt from remapping while a snapshot's long read
 	// transaction is open (a remap waits for every read transaction, stalling apply).
@@ -117,6 +203,24 @@ func openState(path string) (*bolt.DB, error) {
 		InitialMmapSize: 1 << 30, FreelistType: bolt.FreelistMapType, NoSync: true})
 	if err != nil {
 		return nil, fmt.Errorf("open state %s: %w", path, err)
+	}
+	err = db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bMeta)
+		if b == nil {
+			return nil
+		}
+		switch v := metaLayout(b.Get(keyState)); {
+		case v == 0 || v == layoutVersion:
+			return nil
+		case v < layoutVersion:
+			return fmt.Errorf("%w (layout %d, this build writes %d)", errOldLayout, v, layoutVersion)
+		default:
+			return fmt.Errorf("state %s has layout %d, newer than this build's %d (a downgrade): refusing to touch it", path, v, layoutVersion)
+		}
+	})
+	if err != nil {
+		db.Close()
+		return nil, err
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, name := range allBuckets {
@@ -136,13 +240,27 @@ func openState(path string) (*bolt.DB, error) {
 	return db, nil
 }
 
-// readMeta loads the meta state; a broken one is a broken invariant.
-func readMeta(tx *bolt.Tx) metaState {
+// readMeta loads the meta state of tx.
+func readMeta(tx *bolt.Tx) (metaState, error) {
 	m, err := decodeMeta(tx.Bucket(bMeta).Get(keyState))
 	if err != nil {
-		panic(fmt.Sprintf("intentlog: corrupt meta state: %v", err))
+		return m, fmt.Errorf("%s: meta/state: %w", StateFile, err)
 	}
-	return m
+	return m, nil
+}
+
+// keyName names a stored key for a message: bucket/key, with the sequential (8-byte
+// big-endian) keys as numbers and the others quoted.
+func keyName(bucket, key []byte) string {
+	switch string(bucket) {
+	case string(bPending), string(bChain), string(bDedupeOrder), string(bHistory):
+		if len(key) == 8 {
+			return fmt.Sprintf("%s/%d", bucket, keyU64(key))
+		}
+	case string(bMeta):
+		return fmt.Sprintf("%s/%s", bucket, key)
+	}
+	return fmt.Sprintf("%s/%q", bucket, key)
 }
 
 func readRejections(tx *bolt.Tx) map[Reason]uint64 {
@@ -152,6 +270,42 @@ func readRejections(tx *bolt.Tx) map[Reason]uint64 {
 		out[Reason(k)] = keyU64(v)
 	}
 	return out
+}
+
+// setAside renames the file at path to a name of the form path.why, path.why.1, ...
+// that does not exist yet, so that nothing set aside earlier is ever overwritten, and
+// returns the new name.
+func setAside(path, why string) (string, error) {
+	base := path + "." + why
+	for i := 0; ; i++ {
+		name := base
+		if i > 0 {
+			name = fmt.Sprintf("%s.%d", base, i)
+		}
+		if _, err := os.Lstat(name); err == nil {
+			continue
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("set aside %s: %w", path, err)
+		}
+		// Link then remove rather than rename: rename would replace a file created
+		// at name in the meantime, link fails instead.
+		if err := os.Link(path, name); err != nil {
+			if errors.Is(err, os.ErrExist) {
+				continue
+			}
+			// A file system without hard links: rename (the name was free a moment ago).
+			if rerr := os.Rename(path, name); rerr != nil {
+				return "", fmt.Errorf("set aside %s: %w", path, rerr)
+			}
+			syncDir(filepath.Dir(path))
+			return name, nil
+		}
+		if err := os.Remove(path); err != nil {
+			return "", fmt.Errorf("set aside %s: %w", path, err)
+		}
+		syncDir(filepath.Dir(path))
+		return name, nil
+	}
 }
 
 func removeIfExists(path string) error {

@@ -38,6 +38,11 @@ type Lease struct {
 	Epoch  uint64
 	TS     int64 // holder's wall clock at the write, unix ms
 	TTL    int64 // ms
+	// Rev is the record's revision: the Raft index of the last accepted lease entry
+	// (claim, steal, renew, release, transfer); 0 before the first. Every lease write
+	// names the Rev it was decided on (PrevRev), so a write decided on an older record
+	// loses: compare-and-set on the whole record.
+	Rev uint64
 }
 
 // Head is the last applied commit of the chain. Seq 0 means an empty chain.
@@ -51,64 +56,133 @@ type Head struct {
 // CommitInfo is what the apply needs to know about a signed commit. The commit format
 // belongs to package signer; the apply sees it only through a CommitVerifier.
 type CommitInfo struct {
+	Chain  string // the chain key's did:key, as the commit names it (`chain`)
 	Seq    uint64
 	Epoch  uint64
 	Signer string
 	Prev   []byte // nil at Seq 1, else 32 bytes
 	Ops    []Intent
+	Time   int64 // the commit's `time`: the holder's wall clock, unix ms
 }
 
 // CommitVerifier decodes a commit's full encoding, checks that it is canonical and that
-// its signature verifies under the chain key, and returns its fields. It must be
-// deterministic (same bytes in, same answer out) because the apply calls it.
+// its signature verifies under the key named by the commit's own chain field, and
+// returns its fields (Chain included). It does not decide which chain is the right
+// one: the apply compares Chain with the chain DID in the replicated state (the
+// genesis's), so a device's configuration never decides what the log accepts. It must
+// be deterministic (same bytes in, same answer out) because the apply calls it.
 type CommitVerifier func(raw []byte) (CommitInfo, error)
+
+// Genesis is the chain identity stored in the replicated state: the accepted
+// GenesisEntry, with the hash of its encoded bytes and its log index. The zero value
+// (Index 0) means none.
+type Genesis struct {
+	Chain     string // the chain key's did:key
+	Version   uint64 // commit format version (CommitFormatVersion)
+	Nonce     [GenesisNonceLen]byte
+	TS        int64  // bootstrapper's wall clock, unix ms
+	Retention int64  // dedupe retention as given (ms; 0 = DefaultRetention)
+	MaxIDs    uint64 // cap on remembered intent IDs (0 = none)
+	// Hash is the genesis hash: SHA-256 of the entry's encoded bytes as they are in
+	// the log. Two histories never share one (the nonce).
+	Hash  [32]byte
+	Index uint64 // Raft index of the genesis entry
+}
 
 // Entry is one Raft log entry: exactly one of the kinds below. Encode and Decode (in
 // codec.go) turn an Entry into versioned bytes and back.
 type Entry interface{ isEntry() }
 
+// The unexported v1 fields below mark an entry decoded from codec version 1 (an entry
+// an older build wrote). The apply keeps that version's rules for it, because
+// determinism is per entry bytes: a log replays the same whatever build replays it.
+// Entries built in code never have them set, and Encode writes version 2.
+
 // IntentsEntry carries one or many intents (group commit: concurrent submissions may
 // share an entry). Each intent is accepted or rejected on its own.
 type IntentsEntry struct {
 	Intents []Intent
+
+	v1 bool // validated by the version-1 rules (no control-character or dot-segment checks)
 }
 
-// ClaimEntry claims the lease at Epoch = PrevEpoch+1 if the stored epoch is PrevEpoch
-// (compare-and-set). Force marks an operator's steal; Reason is then required.
+// ClaimEntry claims the lease at Epoch = stored epoch + 1 if PrevRev equals the stored
+// lease record's revision (Lease.Rev): compare-and-set on the whole record, so a
+// renewal applied after the claimant read the record makes the claim lose
+// (ReasonStaleRev). Force marks an operator's steal (same rule); Reason is then
+// required.
 type ClaimEntry struct {
-	Holder    string
-	Epoch     uint64
-	PrevEpoch uint64
-	TS        int64 // unix ms
-	TTL       int64 // ms
-	Force     bool
-	Reason    string
+	Holder  string
+	Epoch   uint64
+	PrevRev uint64 // Rev of the record the claim was decided on
+	TS      int64  // unix ms
+	TTL     int64  // ms
+	Force   bool
+	Reason  string
+
+	// A version-1 claim carried PrevEpoch instead of PrevRev and was accepted iff
+	// PrevEpoch == stored epoch and Epoch == PrevEpoch+1.
+	v1        bool
+	prevEpoch uint64
 }
 
-// RenewEntry refreshes the holder's lease timestamp.
+// RenewEntry refreshes the holder's lease timestamp. Accepted iff the stored holder and
+// epoch equal the entry's (else ReasonNotHolder, ReasonEpochMismatch) and PrevRev is
+// the stored Rev (else ReasonStaleRev: the holder's view is behind, not its lease).
 type RenewEntry struct {
-	Holder string
-	Epoch  uint64
-	TS     int64
+	Holder  string
+	Epoch   uint64
+	PrevRev uint64
+	TS      int64
+
+	v1 bool // version 1: no PrevRev, holder and epoch only
 }
 
-// ReleaseEntry gives the lease up; the epoch is kept.
+// ReleaseEntry gives the lease up; the epoch is kept. Same checks as RenewEntry.
 type ReleaseEntry struct {
-	Holder string
-	Epoch  uint64
+	Holder  string
+	Epoch   uint64
+	PrevRev uint64
+
+	v1 bool
 }
 
-// TransferEntry hands the lease to a named member at Epoch+1 in one entry.
+// TransferEntry hands the lease to a named member at Epoch+1 in one entry. Same checks
+// as RenewEntry, and To must be a member.
 type TransferEntry struct {
-	Holder string
-	Epoch  uint64
-	To     string
-	TS     int64
+	Holder  string
+	Epoch   uint64
+	PrevRev uint64
+	To      string
+	TS      int64
+
+	v1 bool
+}
+
+// GenesisEntry fixes the chain's identity in the replicated state. Accepted once: when
+// no genesis is stored and, if commits were already applied (a legacy log without
+// one), Chain is the DID those commits carry. The node proposes it when it bootstraps
+// a cluster, and on its first start on a log that has none.
+type GenesisEntry struct {
+	Chain   string // the chain key's did:key
+	Version uint64 // commit format version: CommitFormatVersion
+	// Nonce is GenesisNonceLen random bytes picked by the bootstrapper, so that every
+	// history's genesis (and genesis hash) is unique.
+	Nonce []byte
+	TS    int64 // bootstrapper's wall clock, unix ms
+	// Retention is how long (ms) the dedupe window remembers an intent ID at least, in
+	// log time; 0 means DefaultRetention.
+	Retention int64
+	// MaxIDs caps the remembered intent IDs (the operator's size budget); 0 means no
+	// cap. New intents get ReasonBacklog rather than evict an ID within the retention.
+	MaxIDs uint64
 }
 
 // CommitEntry carries a signed commit's full encoding (format owned by package signer).
 type CommitEntry struct {
 	Raw []byte
+
+	v1 bool
 }
 
 func (IntentsEntry) isEntry()  {}
@@ -117,6 +191,7 @@ func (RenewEntry) isEntry()    {}
 func (ReleaseEntry) isEntry()  {}
 func (TransferEntry) isEntry() {}
 func (CommitEntry) isEntry()   {}
+func (GenesisEntry) isEntry()  {}
 
 // Reason is a stable, machine-readable rejection code ("" when accepted).
 type Reason string
@@ -132,12 +207,15 @@ const (
 	ReasonNotMember     Reason = "not_member"     // transfer target is not a Raft member
 	ReasonBadPrev       Reason = "bad_prev"       // commit prev != head hash
 	ReasonBadSeq        Reason = "bad_seq"        // commit seq != head seq + 1
-	ReasonBadOps        Reason = "bad_ops"        // commit ops: a named pending intent differs, or a carried op is invalid
-	ReasonDuplicateOp   Reason = "duplicate_op"   // commit carries an op whose ID is remembered (or repeats one)
+	ReasonBadOps        Reason = "bad_ops"        // commit ops: a pending op that differs, an invalid or repeated carried op, no ops
 	ReasonBadSignature  Reason = "bad_signature"  // verifier refused the commit
 	ReasonNoReason      Reason = "missing_reason" // forced claim without a reason
 	ReasonBadEntry      Reason = "bad_entry"      // fields out of range (e.g. ttl <= 0)
-	ReasonBacklog       Reason = "backlog"        // pending queue full (DedupeWindow intents): retry once the chain moves
+	ReasonBacklog       Reason = "backlog"        // pending queue full (MaxPending) or dedupe window at its MaxIDs cap: retry later
+	ReasonStaleRev      Reason = "stale_rev"      // lease write's PrevRev != stored lease revision (the record changed since it was read)
+	ReasonGenesisExists Reason = "genesis_exists" // a genesis is stored already
+	ReasonBadChain      Reason = "bad_chain"      // commit (or late genesis) names another chain than the stored one
+	ReasonDuplicateOp   Reason = "duplicate_op"   // a commit carries an op whose ID is remembered (pending or signed)
 )
 
 // IntentResult is the outcome of one intent in an IntentsEntry. A repeated ID reports
@@ -148,11 +226,17 @@ type IntentResult struct {
 	Reason    Reason
 	Index     uint64 // Raft index of the entry that first accepted this ID
 	Duplicate bool
-	Seq       uint64 // seq of the commit that signed it, 0 if not signed (yet)
+	Seq       uint64   // seq of the commit that signed it, 0 if not signed (yet)
+	Hash      [32]byte // hash of that commit, zero if not signed (yet)
+	LogTime   int64    // log time (unix ms) when it was accepted
 }
 
 // Result is what applying one entry produced. For an IntentsEntry, Accepted is true when
 // at least one intent was accepted and Intents has one element per intent, in order.
+// For an accepted CommitEntry, Intents has one element per op of the commit, in op
+// order, each with the result the dedupe window now remembers for it: the pending ops'
+// original index and log time, the carried ops' the commit's own; Seq and Hash are the
+// commit's. That is what the proposer answers each op's submitter with.
 type Result struct {
 	Index    uint64
 	Accepted bool
@@ -170,6 +254,16 @@ type View struct {
 	Head         Head
 	Pending      int   // intents accepted but not yet signed
 	PendingBytes int64 // their total path+value bytes
+	// Chain is the chain DID commits must carry: the genesis's, or in a legacy log
+	// without one the DID of the first accepted commit; "" before either.
+	Chain   string
+	Genesis Genesis // zero (Index 0) until a genesis is applied
+	// LogTime is the replicated clock the dedupe window is measured in (unix ms): the
+	// latest timestamp of an accepted entry that carries one (genesis, claim, renew,
+	// transfer, commit time). It never decreases.
+	LogTime int64
+	// Remembered is how many intent IDs the dedupe window holds (pending included).
+	Remembered int
 }
 
 // LeaseEvent is one line of the lease history (the audit trail).

@@ -144,6 +144,20 @@ func (r *rbuf) str() string {
 	return v
 }
 
+// hash32 reads a fixed 32-byte hash.
+func (r *rbuf) hash32() (h [32]byte) {
+	if r.err != nil {
+		return h
+	}
+	if len(r.b) < 32 {
+		r.fail("short hash")
+		return h
+	}
+	copy(h[:], r.b[:32])
+	r.b = r.b[32:]
+	return h
+}
+
 func (r *rbuf) optBytes() []byte {
 	switch r.byte1() {
 	case 0:

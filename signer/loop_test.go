@@ -206,7 +206,7 @@ func TestLoopNonHolderNeverSigns(t *testing.T) {
 		t.Fatalf("signed before the claim was applied locally: %d commits", n)
 	}
 	// Once it applies, signing starts at epoch 2.
-	if res := h.log.apply(intentlog.ClaimEntry{Holder: self, Epoch: 2, PrevEpoch: 1, TS: 2, TTL: 15000}); !res.Accepted {
+	if res := h.log.apply(intentlog.ClaimEntry{Holder: self, Epoch: 2, PrevRev: 0, TS: 2, TTL: 15000}); !res.Accepted {
 		t.Fatal(res)
 	}
 	waitFor(t, "signing after the claim applied", func() bool { return h.log.View().Pending == 0 })

@@ -171,7 +171,7 @@ func (m *memLog) apply(e intentlog.Entry) intentlog.Result {
 			res.Intents = append(res.Intents, intentlog.IntentResult{ID: in.ID, Accepted: true, Index: res.Index})
 		}
 	case intentlog.ClaimEntry:
-		if e.PrevEpoch != l.Epoch || e.Epoch != e.PrevEpoch+1 {
+		if e.PrevRev != l.Rev || e.Epoch != l.Epoch+1 {
 			return reject(intentlog.ReasonEpochMismatch)
 		}
 		if e.TTL <= 0 {
@@ -278,7 +278,7 @@ var _ Lease = (*fakeLease)(nil)
 func (f *fakeLease) grant(t *testing.T, epoch uint64) {
 	t.Helper()
 	v := f.log.View()
-	res := f.log.apply(intentlog.ClaimEntry{Holder: f.self, Epoch: epoch, PrevEpoch: v.Lease.Epoch, TS: 1, TTL: 15000})
+	res := f.log.apply(intentlog.ClaimEntry{Holder: f.self, Epoch: epoch, PrevRev: v.Lease.Rev, TS: 1, TTL: 15000})
 	if epoch != v.Lease.Epoch+1 || !res.Accepted {
 		t.Fatalf("grant epoch %d over %d: %+v", epoch, v.Lease.Epoch, res)
 	}
@@ -355,7 +355,7 @@ func (f *fakeLease) Bump(ctx context.Context) (uint64, error) {
 	if !held {
 		return 0, errors.New("fake: not holding")
 	}
-	res, err := f.log.Propose(ctx, intentlog.ClaimEntry{Holder: f.self, Epoch: epoch + 1, PrevEpoch: epoch, TS: 1, TTL: 15000})
+	res, err := f.log.Propose(ctx, intentlog.ClaimEntry{Holder: f.self, Epoch: epoch + 1, PrevRev: f.log.View().Lease.Rev, TS: 1, TTL: 15000})
 	if err != nil {
 		return 0, err
 	}

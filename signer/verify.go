@@ -6,16 +6,23 @@ import (
 )
 
 // Verifier adapts chain verification to the apply: it returns an
-// intentlog.CommitVerifier that accepts only commits of the chain did. The did:key is
-// parsed once; if it does not parse, every call fails with chain.ReasonBadChainKey.
+// intentlog.CommitVerifier. With did "" it verifies each commit under the key its
+// own chain field names, which is the apply's contract (the apply compares that chain
+// with the genesis DID in the replicated state). With a did it accepts only commits
+// of that chain; the did:key is parsed once, and if it does not parse every call fails
+// with chain.ReasonBadChainKey.
 func Verifier(did string) intentlog.CommitVerifier {
-	verify := chain.Verifier(did)
+	verify := chain.VerifySelf
+	if did != "" {
+		verify = chain.Verifier(did)
+	}
 	return func(raw []byte) (intentlog.CommitInfo, error) {
 		c, err := verify(raw)
 		if err != nil {
 			return intentlog.CommitInfo{}, err
 		}
-		return intentlog.CommitInfo{Seq: c.Seq, Epoch: c.Epoch, Signer: c.Signer, Prev: c.Prev, Ops: Intents(c.Ops)}, nil
+		return intentlog.CommitInfo{Chain: c.Chain, Seq: c.Seq, Epoch: c.Epoch, Signer: c.Signer,
+			Prev: c.Prev, Ops: Intents(c.Ops), Time: c.Time}, nil
 	}
 }
 

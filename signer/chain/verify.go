@@ -44,6 +44,21 @@ func Verifier(chain string) func(raw []byte) (Commit, error) {
 	}
 }
 
+// VerifySelf decodes raw strictly and verifies its signature under the key its own
+// chain field names (whoever reads it then decides whether that is the right chain:
+// the apply compares it with the genesis DID). Errors are *VerifyError.
+func VerifySelf(raw []byte) (Commit, error) {
+	c, _, err := decode(raw)
+	if err != nil {
+		return c, err
+	}
+	pub, err := ParseDID(c.Chain)
+	if err != nil {
+		return c, &VerifyError{Reason: ReasonBadChainKey, Seq: c.Seq, Err: err}
+	}
+	return verifyWith(raw, c.Chain, pub)
+}
+
 // ChainVerifier checks a chain one commit at a time, in order: each commit must
 // verify, have seq = previous seq + 1, prev = previous hash (null at seq 1) and an
 // epoch no lower than the previous one. It is not safe for concurrent use.

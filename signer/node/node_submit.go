@@ -276,7 +276,7 @@ func rejection(r intentlog.IntentResult) error {
 	case intentlog.ReasonBadIntent, intentlog.ReasonMalformed:
 		return fmt.Errorf("%w: intent %q: %s", ErrBadRequest, r.ID, r.Reason)
 	case intentlog.ReasonBacklog:
-		return fmt.Errorf("%w: intent %q: %d intents already wait to be signed", ErrBacklog, r.ID, intentlog.DedupeWindow)
+		return fmt.Errorf("%w: intent %q: the pending queue (%d) or the dedupe window's cap is full", ErrBacklog, r.ID, intentlog.MaxPending)
 	}
 	return fmt.Errorf("%w: intent %q: %s", ErrRejected, r.ID, r.Reason)
 }

@@ -1,0 +1,21 @@
+// Package knobs holds test-only switches that re-introduce old behaviour, so that a
+// simulator can prove it finds the bugs they stood for. Production code takes them
+// through a pointer field in its Config whose type lives here; this package is
+// internal, so code outside the baton module cannot construct one, and nil (the only
+// value it can pass) means production behaviour.
+//
+// Every knob that changes the replicated apply must be set identically on every
+// replica of a test cluster: like the apply's limits, it is part of the state machine.
+package knobs
+
+// Intentlog changes package intentlog's apply.
+type Intentlog struct {
+	// EpochOnlyClaim makes a claim compare only the epoch (Epoch == stored epoch + 1),
+	// not the stored record's revision: a renewal applied after the claimant read the
+	// record no longer makes the claim lose (the late-renewal split brain).
+	EpochOnlyClaim bool
+	// DedupeCount > 0 restores the count-only dedupe window: once more than
+	// DedupeCount IDs are remembered the oldest is forgotten, whatever its age and
+	// even if it is still pending (a retry of it is then queued a second time).
+	DedupeCount int
+}
