@@ -100,7 +100,7 @@ func TestDrillPauseHolder(t *testing.T) {
 	// moved on: the apply must have refused it.
 	for _, e := range rep.Events {
 		if e.Kind == EventResume && strings.Contains(e.Label, "parked") {
-			if rep.Rejections["epoch_mismatch"]+rep.Rejections["not_holder"] == 0 {
+			if rep.Rejections["epoch_mismatch"]+rep.Rejections["not_holder"]+rep.Rejections["stale_rev"] == 0 {
 				t.Fatalf("stale proposals went out at resume (%q) but the apply refused none: %v", e.Label, rep.Rejections)
 			}
 			return
