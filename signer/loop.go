@@ -224,6 +224,7 @@ type LoopStats struct {
 type Loop struct {
 	cfg LoopConfig
 	log *slog.Logger
+	did string // the chain key's did:key
 
 	running atomic.Bool
 	// parked counts goroutines waiting with an armed timer that has not fired (tests
@@ -252,6 +253,7 @@ func NewLoop(cfg LoopConfig) (*Loop, error) {
 	}
 	return &Loop{
 		cfg:        cfg,
+		did:        cfg.Key.DID(),
 		log:        cfg.Logger.With("component", "signer", "self", cfg.Self),
 		kickSig:    make(chan struct{}, 1),
 		kickTk:     make(chan struct{}, 1),

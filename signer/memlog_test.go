@@ -30,8 +30,12 @@ type memLog struct {
 	hook func(ctx context.Context, e intentlog.Entry) (res intentlog.Result, err error, handled bool)
 }
 
-func newMemLog(chain string) *memLog {
-	return &memLog{verify: Verifier(chain), seen: map[string]intentlog.IntentResult{}, watch: make(chan struct{})}
+// newMemLog is a log whose genesis (applied at index 1) fixes the chain did.
+func newMemLog(did string) *memLog {
+	m := &memLog{verify: Verifier(did), seen: map[string]intentlog.IntentResult{}, watch: make(chan struct{})}
+	m.view.AppliedIndex = 1
+	m.view.Chain, m.view.Genesis = did, intentlog.Genesis{Chain: did, Version: 1, Index: 1}
+	return m
 }
 
 var _ ChainLog = (*memLog)(nil)

@@ -270,6 +270,11 @@ func (l *Loop) canSign(v intentlog.View) uint64 {
 	if v.Lease.Holder != l.cfg.Self || v.Lease.Epoch != epoch {
 		return 0
 	}
+	// Only on a chain whose identity the replicated state fixes, and only ours: a
+	// device holding another chain's key never signs (the apply would refuse it).
+	if v.Genesis.Index == 0 || v.Chain != l.did {
+		return 0
+	}
 	return epoch
 }
 

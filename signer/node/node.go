@@ -55,6 +55,19 @@ type Config struct {
 	Bootstrap bool
 	// Join joins an existing cluster on first start (ignored when Raft state exists).
 	Join *JoinConfig
+	// GenesisFile is where this device remembers which history its chain key belongs
+	// to (the genesis hash, written once the genesis is applied). Default
+	// <DataDir>/chain.genesis; "-" disables the check.
+	GenesisFile string
+	// NewHistory allows bootstrapping a new cluster with a chain key that already has
+	// a history: it starts a second history of the same chain, which every reader of
+	// the first sees as a fork. Only for an operator who knows the first is gone.
+	NewHistory bool
+	// Retention and MaxIDs go into the genesis a bootstrapping device writes: how long
+	// the dedupe window remembers an intent ID at least (log time; default 24 h) and
+	// an optional cap on remembered IDs (0: none). Fixed for the cluster's life.
+	Retention time.Duration
+	MaxIDs    uint64
 	// TTL of this device's lease claims (default 15 s) and Tick of its signer loop
 	// (default 2 s).
 	TTL, Tick time.Duration
@@ -108,6 +121,8 @@ type Node struct {
 	loopDone chan struct{}
 
 	killed atomic.Bool // Kill: nothing more leaves this node
+	// identityErr is set when the applied genesis disagrees with this device.
+	identityErr atomic.Pointer[error]
 
 	stopOnce sync.Once
 	stopErr  error
@@ -149,7 +164,12 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("start: %w", err)
 	}
 	n.host, n.cluster = host, cluster
-	if n.log.Raft().LastIndex() == 0 {
+	fresh := n.log.Raft().LastIndex() == 0
+	if err := n.checkIdentity(fresh && cfg.Bootstrap); err != nil {
+		_ = n.Kill()
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	if fresh {
 		switch {
 		case cfg.Bootstrap:
 			err = cluster.Bootstrap()
@@ -168,8 +188,15 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			_ = n.Kill()
 			return nil, fmt.Errorf("start: %w", err)
 		}
+		if cfg.Join != nil {
+			if err := n.checkJoined(ctx); err != nil {
+				_ = cluster.Leave(context.WithoutCancel(ctx))
+				_ = n.Kill()
+				return nil, fmt.Errorf("start: %w", err)
+			}
+		}
 	}
-	n.run()
+	n.run(fresh && cfg.Bootstrap)
 	n.logger.Info("node started", "id", id, "chain", cfg.Chain, "addrs", n.Addrs(), "signer", cfg.ChainKey != nil)
 	return n, nil
 }
@@ -228,7 +255,12 @@ func New(cfg Config, parts Parts) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Bootstrap && n.log.Raft().LastIndex() == 0 {
+	fresh := n.log.Raft().LastIndex() == 0
+	if err := n.checkIdentity(fresh && cfg.Bootstrap); err != nil {
+		_ = n.Kill()
+		return nil, err
+	}
+	if cfg.Bootstrap && fresh {
 		servers := parts.Servers
 		if len(servers) == 0 {
 			servers = []raft.Server{{ID: raft.ServerID(parts.ID), Address: raft.ServerAddress(parts.ID)}}
@@ -238,7 +270,7 @@ func New(cfg Config, parts Parts) (*Node, error) {
 			return nil, fmt.Errorf("bootstrap: %w", err)
 		}
 	}
-	n.run()
+	n.run(fresh && cfg.Bootstrap)
 	return n, nil
 }
 
@@ -266,7 +298,7 @@ func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err er
 		return nil, err
 	}
 	n.log, err = intentlog.Open(intentlog.Config{Dir: cfg.DataDir, LocalID: raft.ServerID(parts.ID),
-		Verify: signer.Verifier(cfg.Chain), Logger: n.logger, Raft: cfg.Raft}, parts.Raft)
+		Verify: signer.Verifier(""), Logger: n.logger, Raft: cfg.Raft}, parts.Raft)
 	if err != nil {
 		return nil, fmt.Errorf("intent log: %w", err)
 	}
@@ -293,10 +325,18 @@ func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err er
 	return n, nil
 }
 
-// run starts the node's goroutines: the lease follower, the metrics follower and the
-// signer loop.
-func (n *Node) run() {
-	n.wg.Add(2)
+// run starts the node's goroutines: the lease follower, the metrics follower, the
+// genesis keeper and the signer loop. bootstrapped: this device just bootstrapped a
+// new cluster (it writes the genesis).
+func (n *Node) run(bootstrapped bool) {
+	n.wg.Add(3)
+	go func() {
+		defer n.wg.Done()
+		n.keepGenesis(bootstrapped, func(err error) {
+			n.identityErr.Store(&err)
+			n.logger.Error("this device does not belong to this chain; it will not sign", "err", err)
+		})
+	}()
 	go func() {
 		defer n.wg.Done()
 		_ = n.lease.Follow(n.ctx)

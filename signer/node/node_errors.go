@@ -50,6 +50,9 @@ var (
 	// ErrUnsupported: the operation needs libp2p membership and the node was built
 	// by New (a simulated network).
 	ErrUnsupported = errors.New("node: not supported by this node's network")
+	// ErrIdentity: this device's chain key or chain does not match the cluster's
+	// genesis, or its key already belongs to another history (see IdentityError).
+	ErrIdentity = errors.New("node: chain identity mismatch")
 	// ErrInternal: anything else.
 	ErrInternal = errors.New("node: internal error")
 )

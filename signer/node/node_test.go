@@ -156,16 +156,17 @@ func TestNodeCluster(t *testing.T) {
 
 	t.Run("read_barrier_on_follower", func(t *testing.T) {
 		var leader, f *Node
-		for _, n := range live() {
-			if n.State().Raft.Role == "Leader" {
-				leader = n
-			} else {
-				f = n
+		testutil.WaitFor(t, 10*time.Second, "a leader and a follower", func() bool {
+			leader, f = nil, nil
+			for _, n := range live() {
+				if n.State().Raft.Role == "Leader" {
+					leader = n
+				} else {
+					f = n
+				}
 			}
-		}
-		if leader == nil || f == nil {
-			t.Fatal("no leader/follower pair")
-		}
+			return leader != nil && f != nil
+		})
 		// Make the leader's applied index move, then barrier on the follower at once.
 		if _, err := leader.Submit(ctx, testutil.Put("barrier-1"), WaitCommitted); err != nil {
 			t.Fatal(err)
@@ -469,7 +470,9 @@ func TestNodeCluster(t *testing.T) {
 		sctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		defer cancel()
 		_, err := last.Submit(sctx, testutil.Put("no-quorum"), WaitCommitted)
-		if !errors.Is(err, transport.ErrNoLeader) && !errors.Is(err, ErrNoQuorum) {
+		// No quorum (no leader left) or a timeout (the lone device still led when the
+		// deadline came): either way bounded by the deadline, outcome unknown.
+		if !errors.Is(err, transport.ErrNoLeader) && !errors.Is(err, ErrNoQuorum) && !errors.Is(err, ErrTimeout) {
 			t.Fatalf("submit without quorum: %v", err)
 		}
 	})
