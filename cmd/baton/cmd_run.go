@@ -60,6 +60,7 @@ type runFlags struct {
 	ttl          *time.Duration
 	tick         *time.Duration
 	bootstrap    *bool
+	newHistory   *bool
 	join         *string
 	joinToken    *string
 	nonvoter     *bool
@@ -77,6 +78,7 @@ func addRunFlags(fs *flag.FlagSet, withJoin bool) *runFlags {
 		ttl:          fs.Duration("ttl", node.DefaultNodeTTL, "lease TTL of this device's claims"),
 		tick:         fs.Duration("tick", node.DefaultNodeTick, "signer loop tick (lease renewal cadence)"),
 		bootstrap:    fs.Bool("bootstrap", false, "bootstrap a new cluster on first start (implied for the device made with init --new-chain)"),
+		newHistory:   fs.Bool("start-second-history", false, "with --bootstrap, allow a chain key that already has a history (chain.genesis) to start another one: readers of the first see a fork"),
 		nonvoter:     fs.Bool("nonvoter", false, "join as a non-voter (a replica that does not count for quorum)"),
 		raftTimeout:  fs.Duration("raft-timeout", 0, "Raft heartbeat and election timeout (0: raft's default, 1s); lower for a fast LAN or tests"),
 		logLevel:     fs.String("log-level", "info", "log `level`: debug, info, warn, error"),
@@ -146,6 +148,7 @@ func (c *cli) nodeConfig(f *runFlags, inv *invite) (node.Config, *device, error)
 		PSK:         d.psk,
 		Chain:       d.chain,
 		Bootstrap:   *f.bootstrap || d.first,
+		NewHistory:  *f.newHistory,
 		TTL:         *f.ttl,
 		Tick:        *f.tick,
 		Logger:      logger,
@@ -203,7 +206,8 @@ func (c *cli) nodeConfig(f *runFlags, inv *invite) (node.Config, *device, error)
 		cfg.Bootstrap = false
 	}
 	if fresh && !cfg.Bootstrap && cfg.Join == nil {
-		return node.Config{}, nil, usagef("%s has never joined a cluster: use `baton join INVITE` (or --bootstrap to start a new cluster with this device alone)", d.dir)
+		return node.Config{}, nil, usagef("%s has no Raft state: it never joined a cluster, or its raft.db was lost. "+
+			"Join with an invite from a running device (`baton invite` there, `baton join --invite-file F` here); a device that lost raft.db re-joins the same way", d.dir)
 	}
 	return cfg, d, nil
 }

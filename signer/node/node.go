@@ -418,6 +418,10 @@ func (c *Config) setDefaults(libp2p bool) error {
 	if c.TTL < 0 || c.Tick < 0 {
 		return fmt.Errorf("%w: negative TTL or Tick", ErrBadConfig)
 	}
+	// The loop's calls are bounded by 3/4 of a tick: a hold's window must fit a few.
+	if err := election.CheckTiming(c.TTL, c.Tick, c.Tick*3/4); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
 	if c.Clock == nil {
 		c.Clock = election.SystemClock()
 	}
@@ -475,7 +479,9 @@ func (n *Node) Lost() <-chan struct{} { return n.lease.Lost() }
 func (n *Node) Done() <-chan struct{} { return n.ctx.Done() }
 
 // Holds reports whether this device holds the lease and may sign now.
-func (n *Node) Holds() bool { return n.lease.Holds() }
+// It is the signer loop's view: the lease names this device, the local replica shows
+// the hold and the chain's genesis, and the epoch was not given up.
+func (n *Node) Holds() bool { return n.loop != nil && n.loop.Holding() }
 
 // Record returns the signed value at path.
 func (n *Node) Record(path string) ([]byte, bool, error) {

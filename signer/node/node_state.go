@@ -42,13 +42,16 @@ type RaftState struct {
 
 // LeaseState is the lease part of State.
 type LeaseState struct {
-	Holder      string `json:"holder"`
-	Epoch       uint64 `json:"epoch"`
-	TS          int64  `json:"ts"`
-	TTLMs       int64  `json:"ttl_ms"`
-	ExpiresInMs int64  `json:"expires_in_ms"` // by this device's wall clock; negative once past
-	HeldByMe    bool   `json:"held_by_me"`    // this device holds it and may sign now
-	Free        bool   `json:"free"`          // free as far as this device can tell
+	Holder string `json:"holder"`
+	Epoch  uint64 `json:"epoch"`
+	TS     int64  `json:"ts"`
+	TTLMs  int64  `json:"ttl_ms"`
+	// ExpiresInMs is when the lease ends as this device's policy sees it (for another
+	// holder: when this device may claim it; for its own hold: when its may-sign
+	// window closes); 0 when free or lapsed.
+	ExpiresInMs int64 `json:"expires_in_ms"`
+	HeldByMe    bool  `json:"held_by_me"` // this device holds it and may sign now
+	Free        bool  `json:"free"`       // free as far as this device can tell
 }
 
 // HeadState is the chain head part of State.
@@ -81,7 +84,6 @@ type LoopSummary struct {
 func (n *Node) State() State {
 	r := n.log.Raft()
 	v := n.log.View()
-	now := n.cfg.Clock.Now()
 	st := State{ID: n.ID(), Chain: n.cfg.Chain, Signer: n.cfg.ChainKey != nil,
 		Pending: v.Pending, Bytes: v.PendingBytes}
 	_, lid := r.LeaderWithID()
@@ -94,11 +96,11 @@ func (n *Node) State() State {
 	}
 	l := v.Lease
 	st.Lease = LeaseState{Holder: l.Holder, Epoch: l.Epoch, TS: l.TS, TTLMs: l.TTL,
-		HeldByMe: n.lease.Holds()}
-	if l.Holder != "" {
-		st.Lease.ExpiresInMs = l.TS + l.TTL - now.UnixMilli()
-	}
+		HeldByMe: n.Holds()}
 	d := n.lease.Decide()
+	if l.Holder != "" {
+		st.Lease.ExpiresInMs = d.ExpiresIn().Milliseconds()
+	}
 	st.Lease.Free = l.Holder == "" || d.Action == election.Claim
 	st.Head = HeadState{Seq: v.Head.Seq, Epoch: v.Head.Epoch, Signer: v.Head.Signer}
 	if v.Head.Seq > 0 {
