@@ -26,6 +26,8 @@ import (
 type testFSM struct {
 	mu      sync.Mutex
 	entries [][]byte
+
+	restores atomic.Int64 // completed Restore calls: the proof of a snapshot install
 }
 
 func (f *testFSM) Apply(l *raft.Log) any {
@@ -49,8 +51,9 @@ func (f *testFSM) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.entries = es
+	f.mu.Unlock()
+	f.restores.Add(1)
 	return nil
 }
 

@@ -108,12 +108,21 @@ func sameEntries(a, b *testFSM) bool {
 
 // A follower that missed compacted entries is brought up to date by InstallSnapshot
 // over the libp2p stream layer (a snapshot larger than yamux's 256 KiB window).
+//
+// The install is proven by the event itself, the lagger's FSM Restore being called,
+// and the condition that requires it is forced: both running nodes (either may lead
+// when the lagger comes back) have compacted their logs past the lagger's last index
+// before it restarts. An earlier version waited for the entry count and then read
+// raft's last_snapshot_index, which raft sets only after Restore returns: on a loaded
+// machine the test saw the count first and failed with "caught up without a snapshot
+// install".
 func TestSnapshotInstallOverLibp2p(t *testing.T) {
 	tc := newTestCluster(t, 3)
 	leader := tc.leader(tc.nodes)
 	fol := tc.followers(leader)
 	lagger := fol[1]
 	lagger.stop()
+	lagLast := lagger.raft.LastIndex() // after Shutdown: nothing more reaches its log
 
 	big := bytes.Repeat([]byte("x"), 8<<10)
 	const count = 100 // ~800 KiB of state
@@ -123,23 +132,30 @@ func TestSnapshotInstallOverLibp2p(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Compact the logs of both running nodes (either may lead when the lagger comes
-	// back), so the lagger cannot be caught up from a log.
 	for _, n := range []*node{leader, fol[0]} {
 		waitFor(t, 5*time.Second, "all entries applied before the snapshot", func() bool { return n.fsm.len() == count })
 		if err := n.raft.Snapshot().Error(); err != nil {
 			t.Fatalf("snapshot: %v", err)
 		}
-		if first, _ := n.store.FirstIndex(); first <= 1 {
-			t.Fatalf("log not compacted: first index %d", first)
+		// The lagger needs lagLast+1 next: it must be gone from this log.
+		if first, _ := n.store.FirstIndex(); first <= lagLast+1 {
+			t.Fatalf("log not compacted past the lagger: first index %d, lagger's last %d", first, lagLast)
 		}
 	}
 	lagger.start()
-	waitFor(t, 15*time.Second, "the lagging follower to catch up", func() bool { return lagger.fsm.len() == count })
-	if got := lagger.raft.Stats()["last_snapshot_index"]; got == "0" || got == "" {
-		t.Fatalf("lagger caught up without a snapshot install (last_snapshot_index %q)", got)
+	if n := lagger.fsm.restores.Load(); n != 0 {
+		t.Fatalf("the lagger restored %d local snapshots at start; it should have none", n)
 	}
+	waitFor(t, 15*time.Second, "the lagger's FSM restored from an installed snapshot", func() bool {
+		return lagger.fsm.restores.Load() > 0
+	})
+	waitFor(t, 15*time.Second, "the lagging follower to catch up", func() bool { return lagger.fsm.len() == count })
 	if !sameEntries(leader.fsm, lagger.fsm) {
 		t.Fatal("restored state differs from the leader's")
 	}
+	// raft records the installed snapshot just after Restore returns.
+	waitFor(t, 5*time.Second, "raft to record the installed snapshot", func() bool {
+		got := lagger.raft.Stats()["last_snapshot_index"]
+		return got != "0" && got != ""
+	})
 }
