@@ -62,13 +62,26 @@ var (
 
 	// ErrTooLarge means a frame exceeded the configured maximum size.
 	ErrTooLarge = errors.New("transport: frame too large")
+
+	// ErrNoHandler means the request reached a node that has no handler for it:
+	// Barrier on a leader without ClusterConfig.Barrier, Call on a member without
+	// ClusterConfig.OnCall. Not retried.
+	ErrNoHandler = errors.New("transport: no handler configured for this request")
 )
 
-// RemoteError is an error returned by the leader's apply callback (or membership
-// change) and carried back to the proposing follower as text. It is not retried.
+// RemoteError is an error returned by the leader's apply callback, barrier function
+// or membership change, or by the callee's OnCall handler (Cluster.Call), carried
+// back to the caller as text. It is not retried.
 type RemoteError struct {
-	Peer string // the leader's peer ID
+	Peer string // the peer ID of the leader (or of the callee when Call is set)
 	Msg  string
+	// Call is set for an error returned by the callee's ClusterConfig.OnCall.
+	Call bool
 }
 
-func (e *RemoteError) Error() string { return "leader " + e.Peer + ": " + e.Msg }
+func (e *RemoteError) Error() string {
+	if e.Call {
+		return "peer " + e.Peer + ": " + e.Msg
+	}
+	return "leader " + e.Peer + ": " + e.Msg
+}

@@ -159,13 +159,21 @@ func (p *freezeProxy) Close() {
 // first one (f) goes through a freezeProxy, and makes f the leader.
 func newFrozenLeaderCluster(t *testing.T) (tc *testCluster, f *node, px *freezeProxy, live []*node) {
 	t.Helper()
+	return newFrozenCluster(t, nil, true)
+}
+
+// newFrozenCluster starts three members (setup runs on each before it starts) where
+// every connection to or from the first one (f) goes through a freezeProxy, and
+// makes f the leader (fLeads) or a follower.
+func newFrozenCluster(t *testing.T, setup func(*node), fLeads bool) (tc *testCluster, f *node, px *freezeProxy, live []*node) {
+	t.Helper()
 	psk, err := GeneratePSK()
 	if err != nil {
 		t.Fatal(err)
 	}
 	tc = &testCluster{t: t, psk: psk}
 	for range 3 {
-		tc.nodes = append(tc.nodes, newNode(t, psk))
+		tc.nodes = append(tc.nodes, newNodeWith(t, psk, setup))
 	}
 	f, live = tc.nodes[0], tc.nodes[1:]
 	px = newFreezeProxy(t, manet(t, f.host.Addrs()[0]))
@@ -209,10 +217,15 @@ func newFrozenLeaderCluster(t *testing.T) (tc *testCluster, f *node, px *freezeP
 			t.Fatal(err)
 		}
 	}
-	for tc.leader(tc.nodes) != f {
+	for fLeads && tc.leader(tc.nodes) != f {
 		l := tc.leader(tc.nodes)
 		if err := l.raft.LeadershipTransferToServer(raft.ServerID(f.id().String()), raft.ServerAddress(f.id().String())).Error(); err != nil {
 			t.Logf("leadership transfer to the frozen-to-be member: %v", err)
+		}
+	}
+	for !fLeads && tc.leader(tc.nodes) == f {
+		if err := f.raft.LeadershipTransfer().Error(); err != nil {
+			t.Logf("leadership transfer away from the frozen-to-be member: %v", err)
 		}
 	}
 	checkOnlyViaProxy(t, f, px, live)

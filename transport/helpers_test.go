@@ -106,6 +106,21 @@ func raftApply(r *raft.Raft) ApplyFunc {
 	}
 }
 
+// raftBarrier is the ClusterConfig.Barrier the tests give the Cluster: a raft
+// barrier, then the applied index.
+func raftBarrier(r *raft.Raft) func(context.Context) (uint64, error) {
+	return func(ctx context.Context) (uint64, error) {
+		timeout := 5 * time.Second
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = time.Until(dl)
+		}
+		if err := r.Barrier(timeout).Error(); err != nil {
+			return 0, err
+		}
+		return r.AppliedIndex(), nil
+	}
+}
+
 // testRaftConfig has short timeouts so elections take a few hundred milliseconds.
 func testRaftConfig(id peer.ID) *raft.Config {
 	c := raft.DefaultConfig()
@@ -133,6 +148,10 @@ type node struct {
 	psk    pnet.PSK
 	listen string
 	tweak  func(*raft.Config)
+	// ctweak adjusts the ClusterConfig (after the test defaults, Barrier included).
+	ctweak func(*node, *ClusterConfig)
+	// raftTimeout is RaftTransportConfig.Timeout (2 s when zero).
+	raftTimeout time.Duration
 
 	host      *Host
 	trans     *raft.NetworkTransport
@@ -173,7 +192,11 @@ func (n *node) start() {
 	if n.listen == "/ip4/127.0.0.1/tcp/0" {
 		n.listen = n.host.Addrs()[0].String() // restart on the same port
 	}
-	trans, err := n.host.RaftTransport(RaftTransportConfig{Timeout: 2 * time.Second, Logger: hclog.NewNullLogger()})
+	timeout := n.raftTimeout
+	if timeout == 0 {
+		timeout = 2 * time.Second
+	}
+	trans, err := n.host.RaftTransport(RaftTransportConfig{Timeout: timeout, Logger: hclog.NewNullLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +220,11 @@ func (n *node) start() {
 		t.Fatal(err)
 	}
 	n.raft = r
-	c, err := NewCluster(n.host, r, raftApply(r), ClusterConfig{SyncInterval: 200 * time.Millisecond, Logger: testLogger(t)})
+	ccfg := ClusterConfig{SyncInterval: 200 * time.Millisecond, Logger: testLogger(t), Barrier: raftBarrier(r)}
+	if n.ctweak != nil {
+		n.ctweak(n, &ccfg)
+	}
+	c, err := NewCluster(n.host, r, raftApply(r), ccfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,8 +253,14 @@ type testCluster struct {
 	nodes []*node
 }
 
-func newNode(t testing.TB, psk pnet.PSK) *node {
+func newNode(t testing.TB, psk pnet.PSK) *node { return newNodeWith(t, psk, nil) }
+
+// newNodeWith is newNode with setup run on the node before it starts.
+func newNodeWith(t testing.TB, psk pnet.PSK, setup func(*node)) *node {
 	n := &node{t: t, dir: t.TempDir(), psk: psk, listen: "/ip4/127.0.0.1/tcp/0"}
+	if setup != nil {
+		setup(n)
+	}
 	n.start()
 	t.Cleanup(n.stop)
 	return n
@@ -235,7 +268,10 @@ func newNode(t testing.TB, psk pnet.PSK) *node {
 
 // newTestCluster starts n devices, bootstraps all of them with the same
 // configuration (each knows the others' addresses), and waits for a leader.
-func newTestCluster(t testing.TB, size int) *testCluster {
+func newTestCluster(t testing.TB, size int) *testCluster { return newTestClusterWith(t, size, nil) }
+
+// newTestClusterWith is newTestCluster with setup run on every node before it starts.
+func newTestClusterWith(t testing.TB, size int, setup func(*node)) *testCluster {
 	t.Helper()
 	psk, err := GeneratePSK()
 	if err != nil {
@@ -243,7 +279,7 @@ func newTestCluster(t testing.TB, size int) *testCluster {
 	}
 	tc := &testCluster{t: t, psk: psk}
 	for range size {
-		tc.nodes = append(tc.nodes, newNode(t, psk))
+		tc.nodes = append(tc.nodes, newNodeWith(t, psk, setup))
 	}
 	var servers []raft.Server
 	for _, n := range tc.nodes {
