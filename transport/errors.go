@@ -14,6 +14,11 @@ var (
 	// it; baton refuses it instead.
 	ErrUnsupportedAddr = errors.New("transport: listen address not usable with a private network key (only TCP is supported)")
 
+	// ErrAddrInUse means a listen address is already bound, by another program or
+	// another baton host (two devices must not share an address). The error names
+	// the address.
+	ErrAddrInUse = errors.New("transport: listen address already in use")
+
 	// ErrCorruptIdentity means identity.key exists but cannot be decoded. The file is
 	// never replaced silently: losing it changes this device's peer ID.
 	ErrCorruptIdentity = errors.New("transport: corrupt identity key file")

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
@@ -121,8 +122,11 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	h, err := libp2p.New(
 		libp2p.Identity(key),
 		libp2p.PrivateNetwork(cfg.PSK),
-		libp2p.ListenAddrs(listen...),
-		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.NoListenAddrs, // listenEach below, one address at a time
+		// Without reuseport a port in use is an error: with it, a second host (a
+		// second device started with the same address) binds the same port and
+		// the kernel splits inbound connections between the two.
+		libp2p.Transport(tcp.NewTCPTransport, tcp.DisableReuseport()),
 		libp2p.Security(noise.ID, noise.New),
 		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
 		libp2p.ConnectionGater(g),
@@ -133,6 +137,10 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	)
 	if err != nil {
 		return nil, fmt.Errorf("start libp2p host: %w", err)
+	}
+	if err := listenEach(h, listen); err != nil {
+		_ = h.Close()
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	hst := &Host{h: h, cfg: cfg, log: log.With("self", h.ID().String()), gater: g, book: book, ctx: ctx, cancel: cancel}
@@ -187,6 +195,25 @@ func (h *Host) refreshAddrs(sub event.Subscription) {
 			}
 		}
 	}
+}
+
+// listenEach opens every listen address on its own. libp2p's Listen succeeds as soon
+// as one address works and reduces the others' errors to text, so a port in use on
+// one of them (the IPv6 one, say) would go unnoticed.
+func listenEach(h host.Host, addrs []ma.Multiaddr) error {
+	sw, ok := h.Network().(*swarm.Swarm)
+	if !ok {
+		return h.Network().Listen(addrs...)
+	}
+	for _, a := range addrs {
+		if err := sw.AddListenAddr(a); err != nil {
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return fmt.Errorf("%w: %s (%v)", ErrAddrInUse, a, err)
+			}
+			return fmt.Errorf("listen on %s: %w", a, err)
+		}
+	}
+	return nil
 }
 
 // parseListenAddr accepts only TCP multiaddrs over ip4, ip6 or dns.
