@@ -50,9 +50,10 @@ var (
 	// also match context.DeadlineExceeded.
 	ErrTimeout = errors.New("transport: timed out waiting for the leader")
 
-	// ErrBadToken means a join request carried no valid token, or no join window was
-	// open on the contacted member.
-	ErrBadToken = errors.New("transport: join refused: invalid token or no join window open")
+	// ErrBadToken means a join request carried no valid token, its invite was
+	// already used by another device (a join window admits one device unless opened
+	// with AllowJoins), or no join window was open on the contacted member.
+	ErrBadToken = errors.New("transport: join refused: invalid or already used token, or no join window open")
 
 	// ErrNotLeader is returned by the apply callback path when this node stopped being
 	// the leader; forwarded proposals that hit it are retried at the new leader.

@@ -346,10 +346,22 @@ func (h *Host) ConnectMembers(ctx context.Context) {
 	wg.Wait()
 }
 
-// AllowJoin opens a join window until `until`: the gater admits peers that are not
-// members (they proved the network key) but serves them only the join protocol, and a
-// join request must carry token. A later call replaces the window.
-func (h *Host) AllowJoin(token []byte, until time.Time) { h.gater.openJoin(token, until) }
+// AllowJoin opens a join window until `until` for one device: the gater admits peers
+// that are not members (they proved the network key) but serves them only the join
+// protocol, and a join request must carry token. The first successful join through
+// the window spends it: the invite cannot be replayed to add a second device (that
+// one gets ErrBadToken), while the device that joined may repeat its own join until
+// `until` (a retry after a lost answer). While a join is in progress other devices
+// are refused too. A later call (AllowJoin, AllowJoins, CloseJoin) replaces the
+// window.
+func (h *Host) AllowJoin(token []byte, until time.Time) { h.gater.openJoin(token, until, 1) }
+
+// AllowJoins is AllowJoin for up to n devices (n < 1 counts as 1): each successful
+// join spends one use. For provisioning several devices at once; prefer one window
+// per device.
+func (h *Host) AllowJoins(token []byte, until time.Time, n int) {
+	h.gater.openJoin(token, until, n)
+}
 
 // CloseJoin closes the join window at once.
 func (h *Host) CloseJoin() { h.gater.closeJoin() }

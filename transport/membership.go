@@ -141,15 +141,25 @@ func (c *Cluster) handleJoinStream(s network.Stream) {
 		_ = writeResponse(w, codeBadRequest, []byte("malformed join request"))
 		return
 	}
-	if !c.h.gater.checkToken(req.Token) {
-		c.log.Warn("refused join: bad token or no join window", "peer", remote)
+	refuse := func() {
+		c.log.Warn("refused join: bad token, no join window, or its invite already used", "peer", remote)
 		_ = writeResponse(w, codeBadToken, nil)
-		return
 	}
 	switch kind {
 	case kindMembers:
+		if !c.h.gater.checkToken(req.Token, remote) {
+			refuse()
+			return
+		}
 		_ = writeResponse(w, codeOK, c.membersSnapshot())
 	case kindJoin:
+		// Hold one of the window's uses for the whole join, so that two devices with
+		// the same invite cannot both get in; a success spends it.
+		gen, ok := c.h.gater.claimJoin(req.Token, remote)
+		if !ok {
+			refuse()
+			return
+		}
 		timeout := c.cfg.ProposeTimeout
 		if timeoutMS > 0 {
 			timeout = min(timeout, time.Duration(timeoutMS)*time.Millisecond)
@@ -159,11 +169,12 @@ func (c *Cluster) handleJoinStream(s network.Stream) {
 		req.Token = nil // members trust each other; the token stays here
 		fwd, _ := json.Marshal(req)
 		res, err := c.toLeader(ctx, kindJoin, fwd, c.leaderJoin)
+		c.h.gater.endJoin(gen, remote, err == nil)
 		if err != nil {
 			_ = writeResponse(w, codeAppError, []byte(err.Error()))
 			return
 		}
-		c.log.Info("join accepted", "peer", remote)
+		c.log.Info("join accepted; invite used", "peer", remote)
 		_ = writeResponse(w, codeOK, res)
 	default:
 		_ = writeResponse(w, codeBadRequest, []byte("unknown join request kind"))

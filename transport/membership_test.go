@@ -49,7 +49,9 @@ func TestJoinLeaveSurviveRestart(t *testing.T) {
 	tc.nodes = append(tc.nodes, c)
 	tc.leader(tc.nodes)
 
-	// d joins as a non-voter.
+	// d joins as a non-voter (a new invite: b used the first).
+	token = []byte("join-token-2")
+	a.host.AllowJoin(token, time.Now().Add(time.Minute))
 	d := newNode(t, psk)
 	if err := d.cluster.Join(ctxTimeout(t, 10*time.Second), []peer.AddrInfo{a.info()}, token, true); err != nil {
 		t.Fatalf("d join as nonvoter: %v", err)
@@ -260,4 +262,55 @@ func TestAddByOperator(t *testing.T) {
 	waitApplied(t, append(tc.nodes, e), []byte("from-e"))
 	tc.nodes = append(tc.nodes, e)
 	waitMembersSynced(t, tc.nodes)
+}
+
+// An invite (a join window's token) adds one device: replayed by a second device it
+// is refused with ErrBadToken, and the configuration is unchanged; the device that
+// joined may repeat its join (a retry after a lost answer). AllowJoins admits n.
+func TestInviteSingleUse(t *testing.T) {
+	psk, _ := GeneratePSK()
+	a := newNode(t, psk)
+	if err := a.cluster.Bootstrap(); err != nil {
+		t.Fatal(err)
+	}
+	(&testCluster{t: t, nodes: []*node{a}}).leader([]*node{a})
+	token := []byte("invite-1")
+	a.host.AllowJoin(token, time.Now().Add(time.Minute))
+
+	b := newNode(t, psk)
+	if err := b.cluster.Join(ctxTimeout(t, 10*time.Second), []peer.AddrInfo{a.info()}, token, false); err != nil {
+		t.Fatalf("join with a fresh invite: %v", err)
+	}
+	if err := b.cluster.Join(ctxTimeout(t, 10*time.Second), []peer.AddrInfo{a.info()}, token, false); err != nil {
+		t.Fatalf("the joined device repeating its join: %v", err)
+	}
+	c := newNode(t, psk)
+	err := c.cluster.Join(ctxTimeout(t, 10*time.Second), []peer.AddrInfo{a.info()}, token, false)
+	if !errors.Is(err, ErrBadToken) {
+		t.Fatalf("second device with a used invite: got %v, want ErrBadToken", err)
+	}
+	t.Logf("replayed invite: %v", err)
+	cfg := configIDs(t, a.raft)
+	if len(cfg) != 2 {
+		t.Fatalf("configuration %v, want a and b only", cfg)
+	}
+	if _, ok := cfg[c.id().String()]; ok {
+		t.Fatal("the replayed invite added a device")
+	}
+
+	// A window for two devices admits c and d, then nobody.
+	a.host.AllowJoins([]byte("invite-2"), time.Now().Add(time.Minute), 2)
+	d := newNode(t, psk)
+	for _, n := range []*node{c, d} {
+		if err := n.cluster.Join(ctxTimeout(t, 10*time.Second), []peer.AddrInfo{a.info()}, []byte("invite-2"), true); err != nil {
+			t.Fatalf("join through a two-device window: %v", err)
+		}
+	}
+	e := newNode(t, psk)
+	if err := e.cluster.Join(ctxTimeout(t, 10*time.Second), []peer.AddrInfo{a.info()}, []byte("invite-2"), true); !errors.Is(err, ErrBadToken) {
+		t.Fatalf("third device through a two-device window: got %v, want ErrBadToken", err)
+	}
+	if n := len(configIDs(t, a.raft)); n != 4 {
+		t.Fatalf("configuration has %d servers, want 4", n)
+	}
 }
