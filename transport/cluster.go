@@ -170,6 +170,16 @@ func NewCluster(h *Host, r Raft, apply ApplyFunc, cfg ClusterConfig) (*Cluster, 
 		return false
 	})
 	r.RegisterObserver(c.obs)
+	// Raft closes its transport only after all its goroutines have returned, and one
+	// blocked on a write to a frozen peer held raft.Shutdown for tens of seconds: end
+	// the Raft streams as soon as Shutdown starts (the filter runs inside it). This
+	// observer outlives Close, which comes before raft.Shutdown.
+	r.RegisterObserver(raft.NewObserver(nil, false, func(o *raft.Observation) bool {
+		if st, ok := o.Data.(raft.RaftState); ok && st == raft.Shutdown {
+			h.abortRaft()
+		}
+		return false
+	}))
 	h.h.SetStreamHandler(ForwardProtocol, c.handleForward)
 	h.h.SetStreamHandler(JoinProtocol, c.handleJoinStream)
 	c.wg.Add(1)

@@ -150,8 +150,8 @@ type node struct {
 	tweak  func(*raft.Config)
 	// ctweak adjusts the ClusterConfig (after the test defaults, Barrier included).
 	ctweak func(*node, *ClusterConfig)
-	// raftTimeout is RaftTransportConfig.Timeout (2 s when zero).
-	raftTimeout time.Duration
+	// rtweak adjusts the RaftTransportConfig (Timeout 2 s by default).
+	rtweak func(*RaftTransportConfig)
 
 	host      *Host
 	trans     *raft.NetworkTransport
@@ -192,11 +192,11 @@ func (n *node) start() {
 	if n.listen == "/ip4/127.0.0.1/tcp/0" {
 		n.listen = n.host.Addrs()[0].String() // restart on the same port
 	}
-	timeout := n.raftTimeout
-	if timeout == 0 {
-		timeout = 2 * time.Second
+	rcfg := RaftTransportConfig{Timeout: 2 * time.Second, Logger: hclog.NewNullLogger()}
+	if n.rtweak != nil {
+		n.rtweak(&rcfg)
 	}
-	trans, err := n.host.RaftTransport(RaftTransportConfig{Timeout: timeout, Logger: hclog.NewNullLogger()})
+	trans, err := n.host.RaftTransport(rcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,4 +409,13 @@ func (t *countingTransport) AppendEntriesPipeline(id raft.ServerID, target raft.
 		t.pipelines.Add(1)
 	}
 	return p, err
+}
+
+// waitBlockedWrite waits until n's raft layer has a write to p that has been blocked
+// for a while (the yamux window to a frozen peer is full).
+func waitBlockedWrite(t testing.TB, n *node, p *node) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "a raft write to the frozen peer blocked for 300ms", func() bool {
+		return n.host.raftLayer.Load().blockedWrite(p.id()) > 300*time.Millisecond
+	})
 }

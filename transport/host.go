@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -72,6 +73,11 @@ type Host struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	raftLayer atomic.Pointer[streamLayer] // set by RaftTransport
+
+	seenMu sync.Mutex
+	seen   map[peer.ID]*atomic.Int64 // last message received from a peer, unix ns
 }
 
 // NewHost validates cfg, loads or creates the identity and the address book, starts
@@ -454,6 +460,43 @@ func (h *Host) UnblockAll() {
 			sw.Backoff().Clear(p)
 		}
 	}
+}
+
+// abortRaft ends every Raft stream at once and refuses new ones: the local Raft is
+// shutting down (see streamLayer.abort). No-op before RaftTransport.
+func (h *Host) abortRaft() {
+	if l := h.raftLayer.Load(); l != nil {
+		l.abort()
+	}
+}
+
+// peerSeen returns the cell holding the last time a message was received from p
+// (unix ns, 0 for never), created on first use. Streams keep the pointer, so that a
+// read costs one atomic store and no lookup.
+func (h *Host) peerSeen(p peer.ID) *atomic.Int64 {
+	h.seenMu.Lock()
+	defer h.seenMu.Unlock()
+	if h.seen == nil {
+		h.seen = map[peer.ID]*atomic.Int64{}
+	}
+	c, ok := h.seen[p]
+	if !ok {
+		c = new(atomic.Int64)
+		h.seen[p] = c
+	}
+	return c
+}
+
+// lastSeen returns the last time a message was received from p (zero for never
+// since this host started).
+func (h *Host) lastSeen(p peer.ID) time.Time {
+	h.seenMu.Lock()
+	c := h.seen[p]
+	h.seenMu.Unlock()
+	if c == nil || c.Load() == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, c.Load())
 }
 
 // Close stops background dials and closes the libp2p host (all streams, listeners
