@@ -246,6 +246,7 @@ func (c *Cluster) call(ctx context.Context, p peer.ID, proto protocol.ID, kind b
 		_ = s.Reset()
 		return 0, nil, fmt.Errorf("read response: %w", err)
 	}
+	c.h.touch(p)
 	return code, body, nil
 }
 
@@ -261,6 +262,9 @@ func (c *Cluster) handleForward(s network.Stream) {
 		return
 	}
 	_ = s.SetReadDeadline(time.Time{})
+	if c.h.IsMember(remote) {
+		c.h.touch(remote)
+	}
 	if !c.h.IsMember(remote) {
 		c.log.Warn("refused forwarded request from non-member", "peer", remote)
 		_ = writeResponse(w, codeNotMember, nil)

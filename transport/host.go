@@ -418,6 +418,9 @@ func (h *Host) dropPeer(p peer.ID) {
 	_ = h.h.Network().ClosePeer(p)
 	h.h.Peerstore().ClearAddrs(p)
 	_ = h.h.Peerstore().SetProtocols(p)
+	h.seenMu.Lock()
+	delete(h.seen, p)
+	h.seenMu.Unlock()
 }
 
 // Members returns the address book: every known member except this device.
@@ -486,6 +489,9 @@ func (h *Host) peerSeen(p peer.ID) *atomic.Int64 {
 	}
 	return c
 }
+
+// touch records that a message from p was received now.
+func (h *Host) touch(p peer.ID) { h.peerSeen(p).Store(time.Now().UnixNano()) }
 
 // lastSeen returns the last time a message was received from p (zero for never
 // since this host started).

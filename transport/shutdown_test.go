@@ -58,6 +58,12 @@ func TestShutdownWithFrozenFollower(t *testing.T) {
 				<-done
 				t.Fatalf("leader's raft.Shutdown took %v with a frozen follower", time.Since(start).Round(time.Millisecond))
 			}
+			// The rest of a graceful stop (store and host) is bounded too.
+			start = time.Now()
+			leader.stop()
+			if took := time.Since(start); took > 3*time.Second {
+				t.Fatalf("closing the leader's host took %v with a frozen follower", took)
+			}
 		})
 	}
 }
