@@ -235,16 +235,23 @@ func (c *Cluster) call(ctx context.Context, p peer.ID, proto protocol.ID, kind b
 	if dl, ok := ctx.Deadline(); ok {
 		timeoutMS = uint64(max(time.Until(dl).Milliseconds(), 1))
 	}
+	fail := func(what string, err error) error {
+		_ = s.Reset()
+		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+			// The stream's deadline is ctx's and may fire first: wait the instant
+			// for ctx to report it, so that callers see a deadline, not an I/O error.
+			<-ctx.Done()
+		}
+		return fmt.Errorf("%s: %w", what, err)
+	}
 	w := bufio.NewWriter(s)
 	if err := writeRequest(w, kind, timeoutMS, payload); err != nil {
-		_ = s.Reset()
-		return 0, nil, fmt.Errorf("write request: %w", err)
+		return 0, nil, fail("write request", err)
 	}
 	_ = s.CloseWrite()
 	code, body, err := readResponse(bufio.NewReader(s), c.cfg.MaxFrameSize)
 	if err != nil {
-		_ = s.Reset()
-		return 0, nil, fmt.Errorf("read response: %w", err)
+		return 0, nil, fail("read response", err)
 	}
 	c.h.touch(p)
 	return code, body, nil
