@@ -37,9 +37,11 @@ type joinResponse struct {
 // (which must have been started without bootstrapping). Retries over the seeds until
 // ctx's deadline (ProposeTimeout when none).
 //
-// Errors: ErrBadToken (no window open or wrong token), ErrNotMember, *RemoteError
-// (the leader's AddVoter failed), ErrNoLeader/ErrTimeout, connection errors
-// (ErrHandshake when the network key differs).
+// Errors: ErrBadToken (no window open, wrong token, or the invite already used by
+// another device), ErrNotMember, *RemoteError (the leader's AddVoter failed),
+// ErrNoLeader/ErrTimeout, connection errors (ErrHandshake when the network key
+// differs: at once when the handshake fails, or at the deadline, with ErrTimeout,
+// when it only ever timed out, which a loaded member can also cause).
 func (c *Cluster) Join(ctx context.Context, seeds []peer.AddrInfo, token []byte, nonvoter bool) error {
 	if len(seeds) == 0 {
 		return errors.New("join: no members given")
@@ -64,8 +66,12 @@ func (c *Cluster) Join(ctx context.Context, seeds []peer.AddrInfo, token []byte,
 			return nil
 		}
 		var re *RemoteError
+		// A handshake that failed outright means another network key; one that
+		// timed out may also be a slow (loaded) member: retry it, and report the
+		// handshake if the deadline comes first.
+		badKey := errors.Is(err, ErrHandshake) && !errors.Is(err, context.DeadlineExceeded)
 		if errors.Is(err, ErrBadToken) || errors.Is(err, ErrNotMember) || errors.As(err, &re) ||
-			errors.Is(err, ErrHandshake) || errors.Is(err, ErrRefused) {
+			badKey || errors.Is(err, ErrRefused) {
 			return fmt.Errorf("join via %s: %w", seed.ID, err)
 		}
 		lastErr = err
@@ -73,7 +79,7 @@ func (c *Cluster) Join(ctx context.Context, seeds []peer.AddrInfo, token []byte,
 			if c.ctx.Err() != nil {
 				return ErrClosed
 			}
-			return fmt.Errorf("join: %w: %w (last: %v)", ErrTimeout, ctx.Err(), lastErr)
+			return fmt.Errorf("join: %w: %w (last: %w)", ErrTimeout, ctx.Err(), lastErr)
 		}
 	}
 }

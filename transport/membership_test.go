@@ -2,11 +2,16 @@ package transport
 
 import (
 	"errors"
-	"github.com/libp2p/go-libp2p/core/peer"
+	"fmt"
+	"io"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
 )
 
 // Join (directly at the leader, through a follower, as a non-voter), leave (a
@@ -312,5 +317,89 @@ func TestInviteSingleUse(t *testing.T) {
 	}
 	if n := len(configIDs(t, a.raft)); n != 4 {
 		t.Fatalf("configuration has %d servers, want 4", n)
+	}
+}
+
+// holdFirstProxy forwards TCP connections to target, except the first one, which it
+// accepts and never answers: a member too loaded to finish a handshake in time.
+type holdFirstProxy struct {
+	ln     net.Listener
+	held   chan struct{} // closed when the first connection is held
+	target string
+}
+
+func newHoldFirstProxy(t *testing.T, target string) *holdFirstProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &holdFirstProxy{ln: ln, held: make(chan struct{}), target: target}
+	var conns []net.Conn
+	var mu sync.Mutex
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, in)
+			mu.Unlock()
+			if i == 0 {
+				close(p.held)
+				continue
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, out)
+			mu.Unlock()
+			go func() { _, _ = io.Copy(out, in); out.Close() }()
+			go func() { _, _ = io.Copy(in, out); in.Close() }()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	return p
+}
+
+// A join whose first handshake times out (the member was too slow) is retried
+// within the caller's deadline, not reported as a wrong network key at once (a
+// loaded machine failed TestJoinLeaveSurviveRestart that way).
+func TestJoinRetriesTimedOutHandshake(t *testing.T) {
+	psk, _ := GeneratePSK()
+	a := newNode(t, psk)
+	if err := a.cluster.Bootstrap(); err != nil {
+		t.Fatal(err)
+	}
+	(&testCluster{t: t, nodes: []*node{a}}).leader([]*node{a})
+	a.host.AllowJoin([]byte("tok"), time.Now().Add(time.Minute))
+	px := newHoldFirstProxy(t, manet(t, a.host.Addrs()[0]))
+	b := newNode(t, psk)
+	seed := peer.AddrInfo{ID: a.id(), Addrs: []ma.Multiaddr{ma.StringCast(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", px.ln.Addr().(*net.TCPAddr).Port))}}
+	start := time.Now()
+	if err := b.cluster.Join(ctxTimeout(t, 15*time.Second), []peer.AddrInfo{seed}, []byte("tok"), false); err != nil {
+		t.Fatalf("join after a timed-out handshake: %v", err)
+	}
+	select {
+	case <-px.held:
+	default:
+		t.Fatal("the first connection was not held: the test does not exercise a timed-out handshake")
+	}
+	t.Logf("joined after %v (dial timeout 2s)", time.Since(start).Round(time.Millisecond))
+	if _, ok := configIDs(t, a.raft)[b.id().String()]; !ok {
+		t.Fatal("b not in the configuration")
 	}
 }
