@@ -23,7 +23,8 @@ import (
 // refused this device; ErrNoHandler when the callee has no OnCall; *RemoteError (Call
 // set) for an error returned by the callee's handler (the local handler's error is
 // returned unchanged); ErrTimeout (also matching context.DeadlineExceeded) when the
-// deadline passed before the answer, the handler may or may not have run; ctx.Err()
+// deadline passed before the answer or the handler failed once it had passed, the
+// handler may or may not have done its work; ctx.Err()
 // wrapped when ctx was cancelled; ErrTooLarge for a payload over MaxFrameSize;
 // ErrClosed; connection errors (ErrUnreachable, ErrHandshake, ErrRefused, a reset
 // stream) as they happen, without waiting for the deadline.
@@ -63,6 +64,8 @@ func (c *Cluster) Call(ctx context.Context, to peer.ID, payload []byte) ([]byte,
 		return nil, fmt.Errorf("call %s: refused by the callee: %w", to, ErrNotMember)
 	case codeNoHandler:
 		return nil, fmt.Errorf("call %s: %w", to, ErrNoHandler)
+	case codeTimeout:
+		return nil, fmt.Errorf("call %s: %w: %w (%s)", to, ErrTimeout, context.DeadlineExceeded, body)
 	default:
 		return nil, fmt.Errorf("call %s: bad request: %s", to, body)
 	}
@@ -101,6 +104,12 @@ func (c *Cluster) serveCall(ctx context.Context, w *bufio.Writer, from peer.ID, 
 	}
 	res, err := c.cfg.OnCall(ctx, from, payload)
 	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// The caller's deadline passed (its own ctx ends a moment later): a
+			// timeout for the caller, not the handler's error.
+			_ = writeResponse(w, codeTimeout, []byte(err.Error()))
+			return
+		}
 		_ = writeResponse(w, codeAppError, []byte(err.Error()))
 		return
 	}

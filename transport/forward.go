@@ -126,6 +126,9 @@ func (c *Cluster) toLeader(ctx context.Context, kind byte, payload []byte, local
 				return nil, &RemoteError{Peer: leader.String(), Msg: string(body)}
 			case code == codeNoHandler:
 				return nil, fmt.Errorf("forward to %s: %w", leader, ErrNoHandler)
+			case code == codeTimeout:
+				// Held by the leader until the deadline (or ProposeTimeout): in flight.
+				lastErr, inFlight = fmt.Errorf("%s: %s", leader, body), true
 			default:
 				return nil, fmt.Errorf("forward to %s: bad request: %s", leader, body)
 			}
@@ -318,6 +321,11 @@ func (c *Cluster) handleForward(s network.Stream) {
 	switch {
 	case err == nil:
 		_ = writeResponse(w, codeOK, res)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		// The handler failed because the caller's deadline passed (the two expire
+		// together, this one a little earlier): the caller hears a timeout, not an
+		// application error that would stop its retries.
+		_ = writeResponse(w, codeTimeout, []byte(err.Error()))
 	case isNotLeader(err):
 		_ = writeResponse(w, codeNotLeader, []byte(c.Leader()))
 	case errors.Is(err, ErrNoHandler):

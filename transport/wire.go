@@ -35,6 +35,7 @@ const (
 	codeBadToken   byte = 4
 	codeBadRequest byte = 5 // payload = error text
 	codeNoHandler  byte = 6 // the request kind has no handler configured on the receiver (ErrNoHandler)
+	codeTimeout    byte = 7 // the handler failed once the request's deadline (the caller's) had passed
 )
 
 // DefaultMaxFrameSize bounds one forwarded entry or result.
