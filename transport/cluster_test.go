@@ -103,7 +103,7 @@ func TestProposeNoLeaderAndRetry(t *testing.T) {
 	if !errors.Is(err, ErrNoLeader) {
 		t.Fatalf("got %v, want ErrNoLeader", err)
 	}
-	if took > 1200*time.Millisecond {
+	if took > 700*time.Millisecond+late {
 		t.Fatalf("propose returned %v after a 700ms deadline", took)
 	}
 	// Bring one node back: a quorum of two elects a leader while Propose retries.
@@ -143,7 +143,7 @@ func TestForwardErrors(t *testing.T) {
 	if err == nil || !(errors.Is(err, ErrNoLeader) || errors.Is(err, ErrTimeout)) {
 		t.Fatalf("got %v, want ErrNoLeader or ErrTimeout", err)
 	}
-	if time.Since(start) > time.Second {
+	if time.Since(start) > 500*time.Millisecond+late {
 		t.Fatalf("propose hung past its deadline: %v", time.Since(start))
 	}
 }

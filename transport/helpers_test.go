@@ -339,6 +339,12 @@ func (tc *testCluster) followers(leader *node) []*node {
 	return out
 }
 
+// late is how long past its deadline a call may return in these tests: scheduling
+// delay on a loaded machine (the race detector, two shared CPUs, other test
+// binaries). Every bound below is a deadline plus late: far below what a call
+// waiting for anything else (a raft timeout, a hung peer) would take.
+const late = time.Second
+
 // waitFor polls cond every 10 ms until it holds or d passes (then fails the test).
 func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()

@@ -50,7 +50,7 @@ func TestPartitionMinorityCannotCommit(t *testing.T) {
 	if !errors.Is(err, ErrNoLeader) && !errors.Is(err, ErrTimeout) && !errors.Is(err, raft.ErrLeadershipLost) {
 		t.Fatalf("minority propose: unexpected error %v", err)
 	}
-	if took := time.Since(start); took > 2500*time.Millisecond {
+	if took := time.Since(start); took > 1500*time.Millisecond+late {
 		t.Fatalf("minority propose returned after %v", took)
 	}
 
@@ -132,8 +132,14 @@ func TestSnapshotInstallOverLibp2p(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Propose may re-send an entry after a leadership loss (entries must be
+	// idempotent), so the logs can hold more than count: wait for the last entry and
+	// for both running nodes to hold the same sequence.
+	last := append([]byte(strconv.Itoa(count-1)+":"), big...)
+	waitFor(t, 10*time.Second, "all entries applied on both running nodes", func() bool {
+		return leader.fsm.has(last) && fol[0].fsm.has(last) && sameEntries(leader.fsm, fol[0].fsm)
+	})
 	for _, n := range []*node{leader, fol[0]} {
-		waitFor(t, 5*time.Second, "all entries applied before the snapshot", func() bool { return n.fsm.len() == count })
 		if err := n.raft.Snapshot().Error(); err != nil {
 			t.Fatalf("snapshot: %v", err)
 		}
@@ -149,10 +155,9 @@ func TestSnapshotInstallOverLibp2p(t *testing.T) {
 	waitFor(t, 15*time.Second, "the lagger's FSM restored from an installed snapshot", func() bool {
 		return lagger.fsm.restores.Load() > 0
 	})
-	waitFor(t, 15*time.Second, "the lagging follower to catch up", func() bool { return lagger.fsm.len() == count })
-	if !sameEntries(leader.fsm, lagger.fsm) {
-		t.Fatal("restored state differs from the leader's")
-	}
+	waitFor(t, 15*time.Second, "the lagging follower to catch up with the same entries", func() bool {
+		return sameEntries(leader.fsm, lagger.fsm)
+	})
 	// raft records the installed snapshot just after Restore returns.
 	waitFor(t, 5*time.Second, "raft to record the installed snapshot", func() bool {
 		got := lagger.raft.Stats()["last_snapshot_index"]
