@@ -26,7 +26,7 @@ func TestClusterForwardingAndFailover(t *testing.T) {
 
 	for i := range 5 {
 		e := fmt.Appendf(nil, "from-follower-%d", i)
-		res, err := fol[i%2].cluster.Propose(ctxTimeout(t, 5*time.Second), e)
+		res, err := fol[i%2].cluster.Propose(ctxTimeout(t, patient), e)
 		if err != nil {
 			t.Fatalf("propose on follower: %v", err)
 		}
@@ -34,7 +34,7 @@ func TestClusterForwardingAndFailover(t *testing.T) {
 			t.Fatalf("result %d, want %d (the leader's apply result)", got, i+1)
 		}
 	}
-	res, err := leader.cluster.Propose(ctxTimeout(t, 5*time.Second), []byte("from-leader"))
+	res, err := leader.cluster.Propose(ctxTimeout(t, patient), []byte("from-leader"))
 	if err != nil || (binary.BigEndian.Uint64(res) != 6 && sameTerm()) {
 		t.Fatalf("propose on leader: %v %v", res, err)
 	}
@@ -50,7 +50,7 @@ func TestClusterForwardingAndFailover(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := fol[i%2].cluster.Propose(ctxTimeout(t, 10*time.Second), fmt.Appendf(nil, "c-%d", i))
+			_, err := fol[i%2].cluster.Propose(ctxTimeout(t, patient), fmt.Appendf(nil, "c-%d", i))
 			errs <- err
 		}()
 	}
@@ -89,7 +89,7 @@ func TestClusterForwardingAndFailover(t *testing.T) {
 			other = n
 		}
 	}
-	if _, err := other.cluster.Propose(ctxTimeout(t, 5*time.Second), []byte("after-failover")); err != nil {
+	if _, err := other.cluster.Propose(ctxTimeout(t, patient), []byte("after-failover")); err != nil {
 		t.Fatalf("propose after failover: %v", err)
 	}
 	waitApplied(t, fol, []byte("after-failover"))
@@ -120,7 +120,7 @@ func TestProposeNoLeaderAndRetry(t *testing.T) {
 	}
 	// Bring one node back: a quorum of two elects a leader while Propose retries.
 	fol[0].start()
-	res, err := alone.cluster.Propose(ctxTimeout(t, 10*time.Second), []byte("after-quorum"))
+	res, err := alone.cluster.Propose(ctxTimeout(t, patient), []byte("after-quorum"))
 	if err != nil {
 		t.Fatalf("propose while quorum returns: %v", err)
 	}
@@ -143,7 +143,7 @@ func TestForwardErrors(t *testing.T) {
 		}
 		return nil, ErrNotLeader
 	}
-	_, err := fol[0].cluster.Propose(ctxTimeout(t, 5*time.Second), []byte("bad"))
+	_, err := fol[0].cluster.Propose(ctxTimeout(t, patient), []byte("bad"))
 	var re *RemoteError
 	if !errors.As(err, &re) || re.Msg != "rejected by fsm" || re.Peer != leader.id().String() {
 		t.Fatalf("got %v, want RemoteError from the leader", err)

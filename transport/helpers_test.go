@@ -121,13 +121,16 @@ func raftBarrier(r *raft.Raft) func(context.Context) (uint64, error) {
 	}
 }
 
-// testRaftConfig has short timeouts so elections take a few hundred milliseconds.
+// testRaftConfig has short timeouts so elections take well under a second.
 func testRaftConfig(id peer.ID) *raft.Config {
 	c := raft.DefaultConfig()
 	c.LocalID = raft.ServerID(id.String())
-	c.HeartbeatTimeout = 250 * time.Millisecond
-	c.ElectionTimeout = 250 * time.Millisecond
-	c.LeaderLeaseTimeout = 150 * time.Millisecond
+	// Short enough for quick elections, long enough that a loaded machine (the race
+	// detector, two shared CPUs) does not depose leaders: with a 150 ms lease the
+	// leader stepped down whenever it was starved that long, and proposals timed out.
+	c.HeartbeatTimeout = 500 * time.Millisecond
+	c.ElectionTimeout = 500 * time.Millisecond
+	c.LeaderLeaseTimeout = 400 * time.Millisecond
 	c.CommitTimeout = 10 * time.Millisecond
 	c.SnapshotThreshold = 1 << 30
 	c.TrailingLogs = 10 // a manual snapshot compacts the log (snapshot install test)
@@ -306,7 +309,7 @@ func newTestClusterWith(t testing.TB, size int, setup func(*node)) *testCluster 
 func (tc *testCluster) leader(nodes []*node) *node {
 	tc.t.Helper()
 	var found *node
-	waitFor(tc.t, 10*time.Second, "a leader all nodes agree on", func() bool {
+	waitFor(tc.t, patient, "a leader all nodes agree on", func() bool {
 		found = nil
 		for _, n := range nodes {
 			if n.raft.State() == raft.Leader {
@@ -345,6 +348,30 @@ func (tc *testCluster) followers(leader *node) []*node {
 // waiting for anything else (a raft timeout, a hung peer) would take.
 const late = time.Second
 
+// patient is the deadline of calls expected to succeed: on a loaded machine a
+// commit or a handshake can take seconds. It costs nothing when they are quick.
+const patient = 20 * time.Second
+
+// mustConnect connects h to p, retrying until patient passes: a handshake can miss
+// the test hosts' 2 s dial timeout on a loaded machine.
+func mustConnect(t testing.TB, h *Host, p peer.AddrInfo) {
+	t.Helper()
+	var last error
+	deadline := time.Now().Add(patient)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), patient)
+		last = h.Connect(ctx, p)
+		cancel()
+		if last == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("connect %s: %v", p.ID, last)
+		}
+		t.Logf("connect %s (retrying): %v", p.ID, last)
+	}
+}
+
 // waitFor polls cond every 10 ms until it holds or d passes (then fails the test).
 func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -360,7 +387,7 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 // waitApplied waits until every node's FSM holds entry.
 func waitApplied(t testing.TB, nodes []*node, entry []byte) {
 	t.Helper()
-	waitFor(t, 10*time.Second, fmt.Sprintf("entry %q applied on %d nodes", entry, len(nodes)), func() bool {
+	waitFor(t, patient, fmt.Sprintf("entry %q applied on %d nodes", entry, len(nodes)), func() bool {
 		for _, n := range nodes {
 			if !n.fsm.has(entry) {
 				return false

@@ -39,7 +39,7 @@ func TestJoinLeaveSurviveRestart(t *testing.T) {
 	if err != nil || len(seeds) != 1 || seeds[0].ID != a.id() {
 		t.Fatalf("ParseSeeds(%v) = %v, %v", printed, seeds, err)
 	}
-	if err := b.cluster.Join(ctxTimeout(t, 10*time.Second), seeds, token, false); err != nil {
+	if err := b.cluster.Join(ctxTimeout(t, patient), seeds, token, false); err != nil {
 		t.Fatalf("b join: %v", err)
 	}
 	tc.nodes = append(tc.nodes, b)
@@ -48,7 +48,7 @@ func TestJoinLeaveSurviveRestart(t *testing.T) {
 	// c joins through b, a follower with its own window.
 	b.host.AllowJoin([]byte("token-b"), time.Now().Add(time.Minute))
 	c := newNode(t, psk)
-	if err := c.cluster.Join(ctxTimeout(t, 10*time.Second), []peer.AddrInfo{b.info()}, []byte("token-b"), false); err != nil {
+	if err := c.cluster.Join(ctxTimeout(t, patient), []peer.AddrInfo{b.info()}, []byte("token-b"), false); err != nil {
 		t.Fatalf("c join via follower: %v", err)
 	}
 	tc.nodes = append(tc.nodes, c)
@@ -58,7 +58,7 @@ func TestJoinLeaveSurviveRestart(t *testing.T) {
 	token = []byte("join-token-2")
 	a.host.AllowJoin(token, time.Now().Add(time.Minute))
 	d := newNode(t, psk)
-	if err := d.cluster.Join(ctxTimeout(t, 10*time.Second), []peer.AddrInfo{a.info()}, token, true); err != nil {
+	if err := d.cluster.Join(ctxTimeout(t, patient), []peer.AddrInfo{a.info()}, token, true); err != nil {
 		t.Fatalf("d join as nonvoter: %v", err)
 	}
 	cfg := configIDs(t, a.raft)
@@ -94,7 +94,7 @@ func TestJoinLeaveSurviveRestart(t *testing.T) {
 	if len(ms) != 4 || leaders != 1 {
 		t.Fatalf("d's member list: %+v", ms)
 	}
-	if _, err := c.cluster.Propose(ctxTimeout(t, 5*time.Second), []byte("from-c")); err != nil {
+	if _, err := c.cluster.Propose(ctxTimeout(t, patient), []byte("from-c")); err != nil {
 		t.Fatal(err)
 	}
 	waitApplied(t, all, []byte("from-c"))
@@ -108,13 +108,13 @@ func TestJoinLeaveSurviveRestart(t *testing.T) {
 	if cfg := configIDs(t, c.raft); len(cfg) != 4 {
 		t.Fatalf("c's configuration after restart: %v", cfg)
 	}
-	if _, err := c.cluster.Propose(ctxTimeout(t, 10*time.Second), []byte("c-after-restart")); err != nil {
+	if _, err := c.cluster.Propose(ctxTimeout(t, patient), []byte("c-after-restart")); err != nil {
 		t.Fatalf("propose after restart: %v", err)
 	}
 	waitApplied(t, all, []byte("c-after-restart"))
 
 	// d (a follower) leaves; then the leader leaves, handing leadership over first.
-	if err := d.cluster.Leave(ctxTimeout(t, 10*time.Second)); err != nil {
+	if err := d.cluster.Leave(ctxTimeout(t, patient)); err != nil {
 		t.Fatalf("d leave: %v", err)
 	}
 	d.cluster.syncOnce() // a stale configuration on d must not bring the members back
@@ -122,7 +122,7 @@ func TestJoinLeaveSurviveRestart(t *testing.T) {
 		t.Fatalf("d still admits members after leaving: %v", d.host.Members())
 	}
 	leader := tc.leader([]*node{a, b, c})
-	if err := leader.cluster.Leave(ctxTimeout(t, 10*time.Second)); err != nil {
+	if err := leader.cluster.Leave(ctxTimeout(t, patient)); err != nil {
 		t.Fatalf("leader leave: %v", err)
 	}
 	var rest []*node
@@ -175,7 +175,7 @@ func TestJoinLeaveSurviveRestart(t *testing.T) {
 			t.Fatal("a remaining member is not admitted after restart")
 		}
 	}
-	if _, err := rest[1].cluster.Propose(ctxTimeout(t, 10*time.Second), []byte("after-all")); err != nil {
+	if _, err := rest[1].cluster.Propose(ctxTimeout(t, patient), []byte("after-all")); err != nil {
 		t.Fatal(err)
 	}
 	waitApplied(t, rest, []byte("after-all"))
@@ -201,12 +201,12 @@ func TestJoinRefusals(t *testing.T) {
 	}
 	// Window open, wrong token.
 	a.host.AllowJoin([]byte("right"), time.Now().Add(time.Minute))
-	err = x.cluster.Join(ctxTimeout(t, 3*time.Second), []peer.AddrInfo{a.info()}, []byte("wrong"), false)
+	err = x.cluster.Join(ctxTimeout(t, patient), []peer.AddrInfo{a.info()}, []byte("wrong"), false)
 	if !errors.Is(err, ErrBadToken) {
 		t.Fatalf("wrong token: got %v, want ErrBadToken", err)
 	}
 	// A window-admitted peer gets only the join protocol: forwarding is refused.
-	code, _, err := x.cluster.call(ctxTimeout(t, 3*time.Second), a.id(), ForwardProtocol, kindApply, []byte("sneak"))
+	code, _, err := x.cluster.call(ctxTimeout(t, patient), a.id(), ForwardProtocol, kindApply, []byte("sneak"))
 	if err == nil && code != codeNotMember {
 		t.Fatalf("non-member forward answered with code %d", code)
 	}
@@ -229,7 +229,7 @@ func TestJoinRefusals(t *testing.T) {
 // has addresses for it in its address book.
 func waitMembersSynced(t testing.TB, nodes []*node) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "gater and address books in sync with raft", func() bool {
+	waitFor(t, patient, "gater and address books in sync with raft", func() bool {
 		for _, n := range nodes {
 			book := n.host.book.all()
 			for _, m := range nodes {
@@ -255,13 +255,13 @@ func TestAddByOperator(t *testing.T) {
 	for _, n := range tc.nodes {
 		e.host.AllowPeer(n.info())
 	}
-	if err := fol.cluster.Add(ctxTimeout(t, 10*time.Second), e.info(), false); err != nil {
+	if err := fol.cluster.Add(ctxTimeout(t, patient), e.info(), false); err != nil {
 		t.Fatalf("add: %v", err)
 	}
 	if s := configIDs(t, leader.raft)[e.id().String()]; s != raft.Voter {
 		t.Fatalf("added device suffrage %v", s)
 	}
-	if _, err := e.cluster.Propose(ctxTimeout(t, 10*time.Second), []byte("from-e")); err != nil {
+	if _, err := e.cluster.Propose(ctxTimeout(t, patient), []byte("from-e")); err != nil {
 		t.Fatal(err)
 	}
 	waitApplied(t, append(tc.nodes, e), []byte("from-e"))
@@ -283,14 +283,14 @@ func TestInviteSingleUse(t *testing.T) {
 	a.host.AllowJoin(token, time.Now().Add(time.Minute))
 
 	b := newNode(t, psk)
-	if err := b.cluster.Join(ctxTimeout(t, 10*time.Second), []peer.AddrInfo{a.info()}, token, false); err != nil {
+	if err := b.cluster.Join(ctxTimeout(t, patient), []peer.AddrInfo{a.info()}, token, false); err != nil {
 		t.Fatalf("join with a fresh invite: %v", err)
 	}
-	if err := b.cluster.Join(ctxTimeout(t, 10*time.Second), []peer.AddrInfo{a.info()}, token, false); err != nil {
+	if err := b.cluster.Join(ctxTimeout(t, patient), []peer.AddrInfo{a.info()}, token, false); err != nil {
 		t.Fatalf("the joined device repeating its join: %v", err)
 	}
 	c := newNode(t, psk)
-	err := c.cluster.Join(ctxTimeout(t, 10*time.Second), []peer.AddrInfo{a.info()}, token, false)
+	err := c.cluster.Join(ctxTimeout(t, patient), []peer.AddrInfo{a.info()}, token, false)
 	if !errors.Is(err, ErrBadToken) {
 		t.Fatalf("second device with a used invite: got %v, want ErrBadToken", err)
 	}
@@ -307,12 +307,12 @@ func TestInviteSingleUse(t *testing.T) {
 	a.host.AllowJoins([]byte("invite-2"), time.Now().Add(time.Minute), 2)
 	d := newNode(t, psk)
 	for _, n := range []*node{c, d} {
-		if err := n.cluster.Join(ctxTimeout(t, 10*time.Second), []peer.AddrInfo{a.info()}, []byte("invite-2"), true); err != nil {
+		if err := n.cluster.Join(ctxTimeout(t, patient), []peer.AddrInfo{a.info()}, []byte("invite-2"), true); err != nil {
 			t.Fatalf("join through a two-device window: %v", err)
 		}
 	}
 	e := newNode(t, psk)
-	if err := e.cluster.Join(ctxTimeout(t, 10*time.Second), []peer.AddrInfo{a.info()}, []byte("invite-2"), true); !errors.Is(err, ErrBadToken) {
+	if err := e.cluster.Join(ctxTimeout(t, patient), []peer.AddrInfo{a.info()}, []byte("invite-2"), true); !errors.Is(err, ErrBadToken) {
 		t.Fatalf("third device through a two-device window: got %v, want ErrBadToken", err)
 	}
 	if n := len(configIDs(t, a.raft)); n != 4 {

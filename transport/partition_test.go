@@ -34,7 +34,7 @@ func TestPartitionMinorityCannotCommit(t *testing.T) {
 	tc := newTestCluster(t, 3)
 	old := tc.leader(tc.nodes)
 	maj := tc.followers(old)
-	if _, err := maj[0].cluster.Propose(ctxTimeout(t, 5*time.Second), []byte("before")); err != nil {
+	if _, err := maj[0].cluster.Propose(ctxTimeout(t, patient), []byte("before")); err != nil {
 		t.Fatal(err)
 	}
 	waitApplied(t, tc.nodes, []byte("before"))
@@ -61,7 +61,7 @@ func TestPartitionMinorityCannotCommit(t *testing.T) {
 	}
 	for i := range 3 {
 		e := fmt.Appendf(nil, "majority-%d", i)
-		if _, err := maj[(i+1)%2].cluster.Propose(ctxTimeout(t, 5*time.Second), e); err != nil {
+		if _, err := maj[(i+1)%2].cluster.Propose(ctxTimeout(t, patient), e); err != nil {
 			t.Fatalf("majority propose: %v", err)
 		}
 	}
@@ -128,7 +128,7 @@ func TestSnapshotInstallOverLibp2p(t *testing.T) {
 	const count = 100 // ~800 KiB of state
 	for i := range count {
 		e := append([]byte(strconv.Itoa(i)+":"), big...)
-		if _, err := fol[0].cluster.Propose(ctxTimeout(t, 5*time.Second), e); err != nil {
+		if _, err := fol[0].cluster.Propose(ctxTimeout(t, patient), e); err != nil {
 			t.Fatal(err)
 		}
 	}

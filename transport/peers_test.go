@@ -62,7 +62,7 @@ func TestPeers(t *testing.T) {
 	frozeAt := time.Now()
 	big := make([]byte, 64<<10)
 	for i := range 48 {
-		if _, err := leader.cluster.Propose(ctxTimeout(t, 5*time.Second), fmt.Appendf(nil, "%d:%s", i, big)); err != nil {
+		if _, err := leader.cluster.Propose(ctxTimeout(t, patient), fmt.Appendf(nil, "%d:%s", i, big)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -99,7 +99,7 @@ func TestIdleCPU(t *testing.T) {
 		n.ctweak = func(_ *node, c *ClusterConfig) { c.SyncInterval = DefaultSyncInterval }
 	})
 	leader := tc.leader(tc.nodes)
-	if _, err := tc.followers(leader)[0].cluster.Propose(ctxTimeout(t, 5*time.Second), []byte("x")); err != nil {
+	if _, err := tc.followers(leader)[0].cluster.Propose(ctxTimeout(t, patient), []byte("x")); err != nil {
 		t.Fatal(err)
 	}
 	waitApplied(t, tc.nodes, []byte("x"))

@@ -30,7 +30,7 @@ func TestShutdownWithFrozenFollower(t *testing.T) {
 				}
 			}, false)
 			leader := tc.leader(tc.nodes)
-			if _, err := leader.cluster.Propose(ctxTimeout(t, 5*time.Second), []byte("before")); err != nil {
+			if _, err := leader.cluster.Propose(ctxTimeout(t, patient), []byte("before")); err != nil {
 				t.Fatal(err)
 			}
 			waitApplied(t, tc.nodes, []byte("before"))
@@ -38,7 +38,7 @@ func TestShutdownWithFrozenFollower(t *testing.T) {
 			defer px.Thaw()
 			big := make([]byte, 64<<10)
 			for i := range 48 { // 3 MiB, committed with the live follower
-				if _, err := leader.cluster.Propose(ctxTimeout(t, 5*time.Second), fmt.Appendf(nil, "%d:%s", i, big)); err != nil {
+				if _, err := leader.cluster.Propose(ctxTimeout(t, patient), fmt.Appendf(nil, "%d:%s", i, big)); err != nil {
 					t.Fatalf("propose with a frozen follower: %v", err)
 				}
 			}
