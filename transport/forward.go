@@ -272,14 +272,12 @@ func (c *Cluster) handleForward(s network.Stream) {
 		return
 	}
 	_ = s.SetReadDeadline(time.Time{})
-	if c.h.IsMember(remote) {
-		c.h.touch(remote)
-	}
 	if !c.h.IsMember(remote) {
 		c.log.Warn("refused forwarded request from non-member", "peer", remote)
 		_ = writeResponse(w, codeNotMember, nil)
 		return
 	}
+	c.h.touch(remote)
 	timeout := c.cfg.ProposeTimeout
 	if timeoutMS > 0 {
 		timeout = min(timeout, time.Duration(timeoutMS)*time.Millisecond)
