@@ -72,6 +72,23 @@ type ClusterConfig struct {
 	MaxFrameSize int
 	// Logger defaults to the Host's logger.
 	Logger *slog.Logger
+
+	// Barrier serves Cluster.Barrier on the leader: a Raft read barrier
+	// (raft.Barrier), then the leader's applied index, the index a follower waits
+	// to have applied locally before it reads. It should honour ctx's deadline. Like
+	// ApplyFunc, it must return an error matching raft.ErrNotLeader,
+	// raft.ErrLeadershipLost or ErrNotLeader when this node is not (or no longer)
+	// the leader, so that the barrier is retried at the new leader. Optional: without
+	// it, Cluster.Barrier fails with ErrNoHandler when this node is the leader.
+	Barrier func(ctx context.Context) (uint64, error)
+
+	// OnCall serves Cluster.Call requests addressed to this device by another member
+	// (or by this device itself). from is the caller's peer ID (authenticated by the
+	// connection's Noise handshake; only members reach the handler). ctx ends at the
+	// caller's deadline. A returned error reaches the caller as a *RemoteError with
+	// Call set (its text only). Optional: without it, calls are refused with
+	// ErrNoHandler. It runs concurrently for concurrent calls.
+	OnCall func(ctx context.Context, from peer.ID, payload []byte) ([]byte, error)
 }
 
 // Cluster forwards proposals and membership changes to the Raft leader over libp2p
@@ -153,6 +170,16 @@ func NewCluster(h *Host, r Raft, apply ApplyFunc, cfg ClusterConfig) (*Cluster, 
 		return false
 	})
 	r.RegisterObserver(c.obs)
+	// Raft closes its transport only after all its goroutines have returned, and one
+	// blocked on a write to a frozen peer held raft.Shutdown for tens of seconds: end
+	// the Raft streams as soon as Shutdown starts (the filter runs inside it). This
+	// observer outlives Close, which comes before raft.Shutdown.
+	r.RegisterObserver(raft.NewObserver(nil, false, func(o *raft.Observation) bool {
+		if st, ok := o.Data.(raft.RaftState); ok && st == raft.Shutdown {
+			h.abortRaft()
+		}
+		return false
+	}))
 	h.h.SetStreamHandler(ForwardProtocol, c.handleForward)
 	h.h.SetStreamHandler(JoinProtocol, c.handleJoinStream)
 	c.wg.Add(1)

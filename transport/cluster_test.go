@@ -18,19 +18,24 @@ func TestClusterForwardingAndFailover(t *testing.T) {
 	tc := newTestCluster(t, 3)
 	leader := tc.leader(tc.nodes)
 	fol := tc.followers(leader)
+	// Propose re-sends an entry after a leadership loss (entries must be
+	// idempotent), so exact counts hold only while the term stays the same: on a
+	// loaded machine an election can happen mid-test.
+	term0 := leader.raft.Stats()["term"]
+	sameTerm := func() bool { return leader.raft.State() == raft.Leader && leader.raft.Stats()["term"] == term0 }
 
 	for i := range 5 {
 		e := fmt.Appendf(nil, "from-follower-%d", i)
-		res, err := fol[i%2].cluster.Propose(ctxTimeout(t, 5*time.Second), e)
+		res, err := fol[i%2].cluster.Propose(ctxTimeout(t, patient), e)
 		if err != nil {
 			t.Fatalf("propose on follower: %v", err)
 		}
-		if got := binary.BigEndian.Uint64(res); got != uint64(i+1) {
+		if got := binary.BigEndian.Uint64(res); got != uint64(i+1) && sameTerm() {
 			t.Fatalf("result %d, want %d (the leader's apply result)", got, i+1)
 		}
 	}
-	res, err := leader.cluster.Propose(ctxTimeout(t, 5*time.Second), []byte("from-leader"))
-	if err != nil || binary.BigEndian.Uint64(res) != 6 {
+	res, err := leader.cluster.Propose(ctxTimeout(t, patient), []byte("from-leader"))
+	if err != nil || (binary.BigEndian.Uint64(res) != 6 && sameTerm()) {
 		t.Fatalf("propose on leader: %v %v", res, err)
 	}
 	waitApplied(t, tc.nodes, []byte("from-leader"))
@@ -45,7 +50,7 @@ func TestClusterForwardingAndFailover(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := fol[i%2].cluster.Propose(ctxTimeout(t, 10*time.Second), fmt.Appendf(nil, "c-%d", i))
+			_, err := fol[i%2].cluster.Propose(ctxTimeout(t, patient), fmt.Appendf(nil, "c-%d", i))
 			errs <- err
 		}()
 	}
@@ -56,15 +61,22 @@ func TestClusterForwardingAndFailover(t *testing.T) {
 			t.Fatalf("concurrent propose: %v", err)
 		}
 	}
-	waitFor(t, 5*time.Second, "46 entries everywhere", func() bool {
-		for _, n := range tc.nodes {
-			if n.fsm.len() != 46 {
-				return false
+	waitFor(t, 10*time.Second, "every entry everywhere, the same sequence", func() bool {
+		for i := range 40 {
+			for _, n := range tc.nodes {
+				if !n.fsm.has(fmt.Appendf(nil, "c-%d", i)) {
+					return false
+				}
 			}
 		}
-		return true
+		return sameEntries(tc.nodes[0].fsm, tc.nodes[1].fsm) && sameEntries(tc.nodes[0].fsm, tc.nodes[2].fsm)
 	})
-
+	if n := tc.nodes[0].fsm.len(); n != 46 {
+		if sameTerm() {
+			t.Fatalf("%d entries applied, want 46 (each exactly once: no leader change)", n)
+		}
+		t.Logf("%d entries applied (46 proposed): re-sent across a leader change", n)
+	}
 	leader.stop()
 	newLeader := tc.leader(fol)
 	if newLeader == leader {
@@ -77,7 +89,7 @@ func TestClusterForwardingAndFailover(t *testing.T) {
 			other = n
 		}
 	}
-	if _, err := other.cluster.Propose(ctxTimeout(t, 5*time.Second), []byte("after-failover")); err != nil {
+	if _, err := other.cluster.Propose(ctxTimeout(t, patient), []byte("after-failover")); err != nil {
 		t.Fatalf("propose after failover: %v", err)
 	}
 	waitApplied(t, fol, []byte("after-failover"))
@@ -103,12 +115,12 @@ func TestProposeNoLeaderAndRetry(t *testing.T) {
 	if !errors.Is(err, ErrNoLeader) {
 		t.Fatalf("got %v, want ErrNoLeader", err)
 	}
-	if took > 1200*time.Millisecond {
+	if took > 700*time.Millisecond+late {
 		t.Fatalf("propose returned %v after a 700ms deadline", took)
 	}
 	// Bring one node back: a quorum of two elects a leader while Propose retries.
 	fol[0].start()
-	res, err := alone.cluster.Propose(ctxTimeout(t, 10*time.Second), []byte("after-quorum"))
+	res, err := alone.cluster.Propose(ctxTimeout(t, patient), []byte("after-quorum"))
 	if err != nil {
 		t.Fatalf("propose while quorum returns: %v", err)
 	}
@@ -131,7 +143,7 @@ func TestForwardErrors(t *testing.T) {
 		}
 		return nil, ErrNotLeader
 	}
-	_, err := fol[0].cluster.Propose(ctxTimeout(t, 5*time.Second), []byte("bad"))
+	_, err := fol[0].cluster.Propose(ctxTimeout(t, patient), []byte("bad"))
 	var re *RemoteError
 	if !errors.As(err, &re) || re.Msg != "rejected by fsm" || re.Peer != leader.id().String() {
 		t.Fatalf("got %v, want RemoteError from the leader", err)
@@ -143,7 +155,7 @@ func TestForwardErrors(t *testing.T) {
 	if err == nil || !(errors.Is(err, ErrNoLeader) || errors.Is(err, ErrTimeout)) {
 		t.Fatalf("got %v, want ErrNoLeader or ErrTimeout", err)
 	}
-	if time.Since(start) > time.Second {
+	if time.Since(start) > 500*time.Millisecond+late {
 		t.Fatalf("propose hung past its deadline: %v", time.Since(start))
 	}
 }

@@ -18,22 +18,26 @@
 //
 // On every start, open the host, build Raft on its transport, then the Cluster. apply
 // runs on the leader: raft.Apply(entry) and the FSM's response as bytes, returning
-// raft's not-leader errors unchanged (see ApplyFunc).
+// raft's not-leader errors unchanged (see ApplyFunc). A listen address already in use
+// (by another program, or another device's host) fails NewHost with ErrAddrInUse.
 //
 //	host, err := transport.NewHost(transport.HostConfig{DataDir: dir, PSK: psk,
 //		ListenAddrs: []string{"/ip4/0.0.0.0/tcp/7420", "/ip6/::/tcp/7420"}})
 //	trans, err := host.RaftTransport(transport.RaftTransportConfig{})
 //	cfg.LocalID = raft.ServerID(host.ID().String())
 //	r, err := raft.NewRaft(cfg, fsm, logs, stable, snaps, trans)
-//	cluster, err := transport.NewCluster(host, r, apply, transport.ClusterConfig{})
+//	cluster, err := transport.NewCluster(host, r, apply, transport.ClusterConfig{
+//		Barrier: barrier, // leader: raft.Barrier, then the applied index
+//		OnCall:  onCall,  // requests addressed to this device by Call
+//	})
 //
 // The first device, on its first start only, bootstraps:
 //
 //	err = cluster.Bootstrap()
 //
 // To add a device, a member opens a join window and hands the new device its
-// addresses and the token out of band; the new device starts as above (without
-// Bootstrap) and joins:
+// addresses and the token out of band (an invite); the new device starts as above
+// (without Bootstrap) and joins. An invite adds one device (AllowJoins: n):
 //
 //	member.AllowJoin(token, time.Now().Add(10*time.Minute)) // on the member
 //	seeds := []peer.AddrInfo{memberInfo}                      // e.g. from member.AddrInfo()
@@ -45,6 +49,20 @@
 //
 //	result, err := cluster.Propose(ctx, entry)
 //
+// A read barrier (the leader's applied index after a Raft barrier; wait until the
+// local FSM has applied it, then read), with the same forwarding and retries:
+//
+//	index, err := cluster.Barrier(ctx)
+//
+// One request to one chosen member (not the leader), answered by its OnCall; a
+// single attempt, bounded by ctx, for a callee that may hang:
+//
+//	result, err := cluster.Call(ctx, holder, payload)
+//
+// What each member looks like from here (connected, last heard from, stalled):
+//
+//	peers, err := cluster.Peers()
+//
 // Leave, or remove another device:
 //
 //	err = cluster.Leave(ctx)
@@ -54,6 +72,9 @@
 //
 //	cluster.Close(); r.Shutdown().Error(); host.Close()
 //
+// raft.Shutdown ends every Raft stream as it starts (the Cluster watches for it), so
+// it returns promptly even when a peer hangs with its connection open.
+//
 // # Security
 //
 // Only devices holding the PSK complete the handshake; a dial to a peer with another
@@ -62,9 +83,11 @@
 // address book, kept equal to the Raft configuration), peers explicitly allowed with
 // AllowPeer (a joining device allows the members it was given), and, while a join
 // window is open, any peer with the key; refusals are logged with the peer ID. Raft
-// and forwarding streams are served to members only; a peer admitted through a join
-// window is served only JoinProtocol, whose requests must carry the window's token
-// (compared in constant time) and may only ask to add the requesting peer itself.
+// and forwarding streams (proposals, barriers, calls) are served to members only; a
+// peer admitted through a join window is served only JoinProtocol, whose requests
+// must carry the window's token (compared in constant time) and may only ask to add
+// the requesting peer itself. A window admits one device (AllowJoins: n): the first
+// successful join spends it, so a replayed invite gets ErrBadToken.
 // QUIC, WebTransport and WebRTC listen addresses are refused (ErrUnsupportedAddr)
 // because libp2p silently drops them under a private network. There is no relay, no
 // NAT service, no mDNS.

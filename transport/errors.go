@@ -14,6 +14,11 @@ var (
 	// it; baton refuses it instead.
 	ErrUnsupportedAddr = errors.New("transport: listen address not usable with a private network key (only TCP is supported)")
 
+	// ErrAddrInUse means a listen address is already bound, by another program or
+	// another baton host (two devices must not share an address). The error names
+	// the address.
+	ErrAddrInUse = errors.New("transport: listen address already in use")
+
 	// ErrCorruptIdentity means identity.key exists but cannot be decoded. The file is
 	// never replaced silently: losing it changes this device's peer ID.
 	ErrCorruptIdentity = errors.New("transport: corrupt identity key file")
@@ -45,9 +50,10 @@ var (
 	// also match context.DeadlineExceeded.
 	ErrTimeout = errors.New("transport: timed out waiting for the leader")
 
-	// ErrBadToken means a join request carried no valid token, or no join window was
-	// open on the contacted member.
-	ErrBadToken = errors.New("transport: join refused: invalid token or no join window open")
+	// ErrBadToken means a join request carried no valid token, its invite was
+	// already used by another device (a join window admits one device unless opened
+	// with AllowJoins), or no join window was open on the contacted member.
+	ErrBadToken = errors.New("transport: join refused: invalid or already used token, or no join window open")
 
 	// ErrNotLeader is returned by the apply callback path when this node stopped being
 	// the leader; forwarded proposals that hit it are retried at the new leader.
@@ -62,13 +68,26 @@ var (
 
 	// ErrTooLarge means a frame exceeded the configured maximum size.
 	ErrTooLarge = errors.New("transport: frame too large")
+
+	// ErrNoHandler means the request reached a node that has no handler for it:
+	// Barrier on a leader without ClusterConfig.Barrier, Call on a member without
+	// ClusterConfig.OnCall. Not retried.
+	ErrNoHandler = errors.New("transport: no handler configured for this request")
 )
 
-// RemoteError is an error returned by the leader's apply callback (or membership
-// change) and carried back to the proposing follower as text. It is not retried.
+// RemoteError is an error returned by the leader's apply callback, barrier function
+// or membership change, or by the callee's OnCall handler (Cluster.Call), carried
+// back to the caller as text. It is not retried.
 type RemoteError struct {
-	Peer string // the leader's peer ID
+	Peer string // the peer ID of the leader (or of the callee when Call is set)
 	Msg  string
+	// Call is set for an error returned by the callee's ClusterConfig.OnCall.
+	Call bool
 }
 
-func (e *RemoteError) Error() string { return "leader " + e.Peer + ": " + e.Msg }
+func (e *RemoteError) Error() string {
+	if e.Call {
+		return "peer " + e.Peer + ": " + e.Msg
+	}
+	return "leader " + e.Peer + ": " + e.Msg
+}

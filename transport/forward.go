@@ -3,6 +3,7 @@ package transport
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -34,6 +35,40 @@ func (c *Cluster) Propose(ctx context.Context, entry []byte) ([]byte, error) {
 		return nil, fmt.Errorf("propose: %w", ErrTooLarge)
 	}
 	return c.toLeader(ctx, kindApply, entry, c.apply)
+}
+
+// Barrier is a read barrier at the leader: it returns the leader's applied index
+// after a Raft barrier there (ClusterConfig.Barrier), so that a device that has
+// applied up to that index has seen every entry committed before the call. On the
+// leader it calls ClusterConfig.Barrier directly; on a follower it forwards a
+// barrier request to the leader, with Propose's retries, leader-change handling and
+// deadline (ctx's, or ProposeTimeout when it has none; never exceeded). A barrier
+// has no effect on the state, so retrying it is always safe.
+//
+// Errors as for Propose, and ErrNoHandler when the leader has no
+// ClusterConfig.Barrier; an error of the leader's barrier function other than a
+// not-leader error comes back as *RemoteError (unchanged when this node leads).
+func (c *Cluster) Barrier(ctx context.Context) (uint64, error) {
+	out, err := c.toLeader(ctx, kindBarrier, nil, c.localBarrier)
+	if err != nil {
+		return 0, fmt.Errorf("barrier: %w", err)
+	}
+	if len(out) != 8 {
+		return 0, fmt.Errorf("barrier: answer of %d bytes, want 8", len(out))
+	}
+	return binary.BigEndian.Uint64(out), nil
+}
+
+// localBarrier runs ClusterConfig.Barrier and encodes its index.
+func (c *Cluster) localBarrier(ctx context.Context, _ []byte) ([]byte, error) {
+	if c.cfg.Barrier == nil {
+		return nil, ErrNoHandler
+	}
+	idx, err := c.cfg.Barrier(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return binary.BigEndian.AppendUint64(nil, idx), nil
 }
 
 // toLeader runs local on this node if it is the leader, else sends (kind, payload) to
@@ -89,6 +124,11 @@ func (c *Cluster) toLeader(ctx context.Context, kind byte, payload []byte, local
 				return nil, fmt.Errorf("forward to %s: %w", leader, ErrNotMember)
 			case code == codeAppError:
 				return nil, &RemoteError{Peer: leader.String(), Msg: string(body)}
+			case code == codeNoHandler:
+				return nil, fmt.Errorf("forward to %s: %w", leader, ErrNoHandler)
+			case code == codeTimeout:
+				// Held by the leader until the deadline (or ProposeTimeout): in flight.
+				lastErr, inFlight = fmt.Errorf("%s: %s", leader, body), true
 			default:
 				return nil, fmt.Errorf("forward to %s: bad request: %s", leader, body)
 			}
@@ -198,17 +238,25 @@ func (c *Cluster) call(ctx context.Context, p peer.ID, proto protocol.ID, kind b
 	if dl, ok := ctx.Deadline(); ok {
 		timeoutMS = uint64(max(time.Until(dl).Milliseconds(), 1))
 	}
+	fail := func(what string, err error) error {
+		_ = s.Reset()
+		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+			// The stream's deadline is ctx's and may fire first: wait the instant
+			// for ctx to report it, so that callers see a deadline, not an I/O error.
+			<-ctx.Done()
+		}
+		return fmt.Errorf("%s: %w", what, err)
+	}
 	w := bufio.NewWriter(s)
 	if err := writeRequest(w, kind, timeoutMS, payload); err != nil {
-		_ = s.Reset()
-		return 0, nil, fmt.Errorf("write request: %w", err)
+		return 0, nil, fail("write request", err)
 	}
 	_ = s.CloseWrite()
 	code, body, err := readResponse(bufio.NewReader(s), c.cfg.MaxFrameSize)
 	if err != nil {
-		_ = s.Reset()
-		return 0, nil, fmt.Errorf("read response: %w", err)
+		return 0, nil, fail("read response", err)
 	}
+	c.h.touch(p)
 	return code, body, nil
 }
 
@@ -229,9 +277,15 @@ func (c *Cluster) handleForward(s network.Stream) {
 		_ = writeResponse(w, codeNotMember, nil)
 		return
 	}
+	c.h.touch(remote)
 	timeout := c.cfg.ProposeTimeout
 	if timeoutMS > 0 {
 		timeout = min(timeout, time.Duration(timeoutMS)*time.Millisecond)
+		if kind == kindCall {
+			// A call lives as long as its caller: the handler may legitimately
+			// wait longer than a proposal would (e.g. until a commit is signed).
+			timeout = time.Duration(timeoutMS) * time.Millisecond
+		}
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, timeout)
 	defer cancel()
@@ -239,18 +293,25 @@ func (c *Cluster) handleForward(s network.Stream) {
 
 	var res []byte
 	switch kind {
-	case kindApply:
+	case kindApply, kindBarrier:
 		if c.r.State() != raft.Leader {
 			_ = writeResponse(w, codeNotLeader, []byte(c.Leader()))
 			return
 		}
-		res, err = c.apply(ctx, payload)
+		if kind == kindApply {
+			res, err = c.apply(ctx, payload)
+		} else {
+			res, err = c.localBarrier(ctx, payload)
+		}
 	case kindJoin:
 		res, err = c.leaderJoin(ctx, payload)
 	case kindRemove:
 		res, err = c.leaderRemove(ctx, payload)
 	case kindAddrs:
 		res, err = c.answerAddrs(payload)
+	case kindCall:
+		c.serveCall(ctx, w, remote, payload)
+		return
 	default:
 		_ = writeResponse(w, codeBadRequest, []byte(fmt.Sprintf("unknown request kind %d", kind)))
 		return
@@ -258,8 +319,15 @@ func (c *Cluster) handleForward(s network.Stream) {
 	switch {
 	case err == nil:
 		_ = writeResponse(w, codeOK, res)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		// The handler failed because the caller's deadline passed (the two expire
+		// together, this one a little earlier): the caller hears a timeout, not an
+		// application error that would stop its retries.
+		_ = writeResponse(w, codeTimeout, []byte(err.Error()))
 	case isNotLeader(err):
 		_ = writeResponse(w, codeNotLeader, []byte(c.Leader()))
+	case errors.Is(err, ErrNoHandler):
+		_ = writeResponse(w, codeNoHandler, nil)
 	case errors.Is(err, errBadRequest):
 		_ = writeResponse(w, codeBadRequest, []byte(err.Error()))
 	default:

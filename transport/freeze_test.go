@@ -159,13 +159,21 @@ func (p *freezeProxy) Close() {
 // first one (f) goes through a freezeProxy, and makes f the leader.
 func newFrozenLeaderCluster(t *testing.T) (tc *testCluster, f *node, px *freezeProxy, live []*node) {
 	t.Helper()
+	return newFrozenCluster(t, nil, true)
+}
+
+// newFrozenCluster starts three members (setup runs on each before it starts) where
+// every connection to or from the first one (f) goes through a freezeProxy, and
+// makes f the leader (fLeads) or a follower.
+func newFrozenCluster(t *testing.T, setup func(*node), fLeads bool) (tc *testCluster, f *node, px *freezeProxy, live []*node) {
+	t.Helper()
 	psk, err := GeneratePSK()
 	if err != nil {
 		t.Fatal(err)
 	}
 	tc = &testCluster{t: t, psk: psk}
 	for range 3 {
-		tc.nodes = append(tc.nodes, newNode(t, psk))
+		tc.nodes = append(tc.nodes, newNodeWith(t, psk, setup))
 	}
 	f, live = tc.nodes[0], tc.nodes[1:]
 	px = newFreezeProxy(t, manet(t, f.host.Addrs()[0]))
@@ -190,13 +198,9 @@ func newFrozenLeaderCluster(t *testing.T) (tc *testCluster, f *node, px *freezeP
 		}
 	}
 	for _, n := range live {
-		if err := n.host.Connect(ctxTimeout(t, 5*time.Second), viaProxy); err != nil {
-			t.Fatal(err)
-		}
+		mustConnect(t, n.host, viaProxy)
 	}
-	if err := live[0].host.Connect(ctxTimeout(t, 5*time.Second), live[1].info()); err != nil {
-		t.Fatal(err)
-	}
+	mustConnect(t, live[0].host, live[1].info())
 	checkOnlyViaProxy(t, f, px, live)
 
 	var servers []raft.Server
@@ -209,10 +213,15 @@ func newFrozenLeaderCluster(t *testing.T) (tc *testCluster, f *node, px *freezeP
 			t.Fatal(err)
 		}
 	}
-	for tc.leader(tc.nodes) != f {
+	for fLeads && tc.leader(tc.nodes) != f {
 		l := tc.leader(tc.nodes)
 		if err := l.raft.LeadershipTransferToServer(raft.ServerID(f.id().String()), raft.ServerAddress(f.id().String())).Error(); err != nil {
 			t.Logf("leadership transfer to the frozen-to-be member: %v", err)
+		}
+	}
+	for !fLeads && tc.leader(tc.nodes) == f {
+		if err := f.raft.LeadershipTransfer().Error(); err != nil {
+			t.Logf("leadership transfer away from the frozen-to-be member: %v", err)
 		}
 	}
 	checkOnlyViaProxy(t, f, px, live)
@@ -261,16 +270,42 @@ func checkHostViaProxy(t *testing.T, h *Host, f peer.ID, px *freezeProxy) {
 // leader, not held until its deadline (the procs pause-holder drill stall).
 func TestFrozenLeaderLiveMembersKeepCommitting(t *testing.T) {
 	tc, f, px, live := newFrozenLeaderCluster(t)
-	if _, err := live[0].cluster.Propose(ctxTimeout(t, 5*time.Second), []byte("before")); err != nil {
+	if _, err := live[0].cluster.Propose(ctxTimeout(t, patient), []byte("before")); err != nil {
 		t.Fatal(err)
 	}
 	waitApplied(t, tc.nodes, []byte("before"))
 
 	const (
 		perNode  = 5
-		deadline = 6 * time.Second // per proposal: what a stall would run into
-		bound    = 4 * time.Second // all proposals of both live members, from the freeze
+		deadline = 10 * time.Second // per proposal: what a stall would run into
+		// All proposals of both live members, from the moment both see the new
+		// leader. Measured from the freeze, the bound also held the election, which
+		// on a loaded machine took long enough to fail the test (6.6 s in all).
+		bound = 5 * time.Second
 	)
+	// When each live member sees a leader other than the frozen one.
+	var seenMu sync.Mutex
+	seen := map[peer.ID]time.Time{}
+	stopWatch := make(chan struct{})
+	defer close(stopWatch)
+	for _, n := range live {
+		go func() {
+			for {
+				ch := n.cluster.leaderWatch()
+				if l := n.cluster.Leader(); l != "" && l != f.id() {
+					seenMu.Lock()
+					seen[n.id()] = time.Now()
+					seenMu.Unlock()
+					return
+				}
+				select {
+				case <-ch:
+				case <-stopWatch:
+					return
+				}
+			}
+		}()
+	}
 	px.Freeze()
 	start := time.Now()
 	for _, n := range live {
@@ -303,7 +338,8 @@ func TestFrozenLeaderLiveMembersKeepCommitting(t *testing.T) {
 	}
 	wg.Wait()
 	close(results)
-	elapsed := time.Since(start)
+	end := time.Now()
+	elapsed := end.Sub(start)
 	var errs []string
 	for r := range results {
 		if r.err != nil {
@@ -313,10 +349,23 @@ func TestFrozenLeaderLiveMembersKeepCommitting(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatalf("proposals failed while one member was frozen:\n%s", strings.Join(errs, "\n"))
 	}
-	if elapsed > bound {
-		t.Fatalf("%d proposals took %v with one member frozen (bound %v)", 2*perNode, elapsed, bound)
+	seenMu.Lock()
+	var elected time.Time // when the later of the two saw the new leader
+	for _, n := range live {
+		if seen[n.id()].IsZero() {
+			t.Fatalf("%s never saw a new leader", n.id())
+		}
+		if seen[n.id()].After(elected) {
+			elected = seen[n.id()]
+		}
 	}
-	t.Logf("%d proposals committed in %v with the leader frozen", 2*perNode, elapsed.Round(time.Millisecond))
+	seenMu.Unlock()
+	if after := end.Sub(elected); after > bound {
+		t.Fatalf("%d proposals took %v after both live members saw the new leader (%v after the freeze; bound %v)",
+			2*perNode, after, elapsed, bound)
+	}
+	t.Logf("%d proposals committed in %v with the leader frozen (new leader seen after %v)",
+		2*perNode, elapsed.Round(time.Millisecond), elected.Sub(start).Round(time.Millisecond))
 	for _, n := range live {
 		if n.raft.State() == raft.Leader {
 			continue
@@ -404,9 +453,7 @@ func TestSyncAdmitsMembersWhileLeaderHangs(t *testing.T) {
 	if err := b.AddMember(viaProxy); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Connect(ctxTimeout(t, 5*time.Second), viaProxy); err != nil {
-		t.Fatal(err)
-	}
+	mustConnect(t, b, viaProxy)
 	// f serves the forward protocol as a leader would, but is frozen before anyone
 	// asks.
 	f.h.SetStreamHandler(ForwardProtocol, func(s network.Stream) { _ = s.Reset() })
@@ -437,7 +484,7 @@ func TestSyncAdmitsMembersWhileLeaderHangs(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 
 	// The lookup's own timeout is 2 s; admission must not wait for it.
-	waitFor(t, 500*time.Millisecond, "the newcomer admitted while the leader hangs", func() bool { return b.IsMember(newcomer) })
+	waitFor(t, 1500*time.Millisecond, "the newcomer admitted while the leader hangs", func() bool { return b.IsMember(newcomer) })
 	if _, ok := b.book.all()[newcomer]; ok {
 		t.Fatal("the address lookup at the frozen leader returned: the test does not exercise a hung leader")
 	}
@@ -445,7 +492,7 @@ func TestSyncAdmitsMembersWhileLeaderHangs(t *testing.T) {
 	// (the newcomer is recorded, without addresses) well before its timeout.
 	r.setLeader("")
 	c.leaderChanged()
-	waitFor(t, 500*time.Millisecond, "the lookup abandoned on leader change", func() bool {
+	waitFor(t, 1500*time.Millisecond, "the lookup abandoned on leader change", func() bool {
 		_, ok := b.book.all()[newcomer]
 		return ok
 	})

@@ -27,6 +27,14 @@ type gater struct {
 	blocked   map[peer.ID]bool
 	joinToken []byte
 	joinUntil time.Time
+	// A window admits joinUses devices. A join in progress holds a use (claims);
+	// a successful one spends it (joined). A device that joined may repeat its join
+	// requests until the window expires (a retry after a lost answer); others are
+	// refused once every use is spent or held.
+	joinUses int
+	claims   map[peer.ID]int // joins in progress per device (a retry may overlap)
+	joined   map[peer.ID]bool
+	joinGen  uint64 // incremented by openJoin and closeJoin
 }
 
 var _ connmgr.ConnectionGater = (*gater)(nil)
@@ -100,11 +108,17 @@ func (g *gater) isBlocked(p peer.ID) bool {
 	return g.blocked[p]
 }
 
-func (g *gater) openJoin(token []byte, until time.Time) {
+// openJoin opens a join window for uses devices (at least one), replacing any
+// earlier window.
+func (g *gater) openJoin(token []byte, until time.Time, uses int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.joinToken = append([]byte(nil), token...)
 	g.joinUntil = until
+	g.joinUses = max(uses, 1)
+	g.claims = map[peer.ID]int{}
+	g.joined = map[peer.ID]bool{}
+	g.joinGen++
 }
 
 func (g *gater) closeJoin() {
@@ -112,23 +126,81 @@ func (g *gater) closeJoin() {
 	defer g.mu.Unlock()
 	g.joinToken = nil
 	g.joinUntil = time.Time{}
+	g.joinUses = 0
+	g.claims, g.joined = nil, nil
+	g.joinGen++
 }
 
-// joinOpen reports whether a join window is open now.
+// joinOpen reports whether a join window is open now (not expired), whether or not
+// its uses are spent: the gater admits a device with the network key until the
+// window expires, so that one arriving with a spent invite hears ErrBadToken from
+// the join protocol rather than a bare refused connection.
 func (g *gater) joinOpen() bool {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
+	return g.windowLocked()
+}
+
+// openForLocked: the window is open for p's join: not expired, and p joined through
+// it, holds one of its uses, or a use is left (neither spent nor held by a join in
+// progress).
+func (g *gater) openForLocked(p peer.ID) bool {
+	return g.windowLocked() && (g.joined[p] || g.claims[p] > 0 || g.joinUses > len(g.claims))
+}
+
+// windowLocked: a window exists and has not expired (every use may be spent).
+func (g *gater) windowLocked() bool {
 	return len(g.joinToken) > 0 && g.now().Before(g.joinUntil)
 }
 
-// checkToken compares token with the open window's token in constant time.
-func (g *gater) checkToken(token []byte) bool {
+// checkToken reports whether p may use the join protocol with token: it matches the
+// open window's token (compared in constant time) and p joined through the window,
+// holds one of its uses, or a use is left.
+func (g *gater) checkToken(token []byte, p peer.ID) bool {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	if len(g.joinToken) == 0 || !g.now().Before(g.joinUntil) {
-		return false
+	return g.tokenLocked(token, p)
+}
+
+func (g *gater) tokenLocked(token []byte, p peer.ID) bool {
+	return g.openForLocked(p) && subtle.ConstantTimeCompare(token, g.joinToken) == 1
+}
+
+// claimJoin holds one of the window's uses for p's join (checkToken's rule) and
+// returns the window's generation, for endJoin.
+func (g *gater) claimJoin(token []byte, p peer.ID) (gen uint64, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.tokenLocked(token, p) {
+		return 0, false
 	}
-	return subtle.ConstantTimeCompare(token, g.joinToken) == 1
+	if !g.joined[p] {
+		g.claims[p]++
+	}
+	return g.joinGen, true
+}
+
+// endJoin releases p's claim; a successful join spends the use. A window replaced
+// or closed meanwhile is left alone.
+func (g *gater) endJoin(gen uint64, p peer.ID, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if gen != g.joinGen {
+		return
+	}
+	if ok {
+		if !g.joined[p] {
+			g.joinUses--
+			g.joined[p] = true
+		}
+		delete(g.claims, p)
+		return
+	}
+	if g.claims[p] > 1 {
+		g.claims[p]--
+	} else {
+		delete(g.claims, p)
+	}
 }
 
 func (g *gater) InterceptPeerDial(p peer.ID) bool {

@@ -30,23 +30,23 @@ func TestGaterJoinWindowWithClock(t *testing.T) {
 	if g.InterceptSecured(in, stranger, fakeConnAddrs{}) {
 		t.Fatal("stranger admitted without a join window")
 	}
-	g.openJoin([]byte("tok"), now.Add(time.Minute))
+	g.openJoin([]byte("tok"), now.Add(time.Minute), 1)
 	if !g.InterceptSecured(in, stranger, fakeConnAddrs{}) {
 		t.Fatal("stranger refused during the join window")
 	}
 	if g.isMember(stranger) {
 		t.Fatal("a window-admitted peer counts as a member")
 	}
-	if !g.checkToken([]byte("tok")) || g.checkToken([]byte("tok2")) || g.checkToken(nil) {
+	if !g.checkToken([]byte("tok"), stranger) || g.checkToken([]byte("tok2"), stranger) || g.checkToken(nil, stranger) {
 		t.Fatal("token check wrong")
 	}
 	now = now.Add(time.Minute) // the window closes at `until`
-	if g.InterceptSecured(in, stranger, fakeConnAddrs{}) || g.checkToken([]byte("tok")) {
+	if g.InterceptSecured(in, stranger, fakeConnAddrs{}) || g.checkToken([]byte("tok"), stranger) {
 		t.Fatal("join window still open after it expired")
 	}
-	g.openJoin([]byte("tok"), now.Add(time.Hour))
+	g.openJoin([]byte("tok"), now.Add(time.Hour), 1)
 	g.closeJoin()
-	if g.checkToken([]byte("tok")) {
+	if g.checkToken([]byte("tok"), stranger) {
 		t.Fatal("closed window accepted a token")
 	}
 	// Blocking wins over membership, both directions.
@@ -57,5 +57,71 @@ func TestGaterJoinWindowWithClock(t *testing.T) {
 	g.unblockAll()
 	if !g.InterceptSecured(in, member, fakeConnAddrs{}) || !g.InterceptPeerDial(member) {
 		t.Fatal("member still refused after unblock")
+	}
+}
+
+// A window admits as many devices as it has uses: a join in progress holds a use, a
+// success spends it, a failure returns it; the device that joined may repeat its join.
+func TestGaterInviteUses(t *testing.T) {
+	now := time.Unix(1000, 0)
+	g := newGater(slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return now })
+	x, _ := peer.Decode("12D3KooWEN6q6A38mPpJayXsAtW482soKD1tEGHWBhLG3hE9xQCK")
+	y, _ := peer.Decode("12D3KooWNHjGv7teat4aUKK7QPmcoqWESsRJ328jpMzPKkCP97Q7")
+	tok := []byte("tok")
+	g.openJoin(tok, now.Add(time.Minute), 1)
+
+	gen, ok := g.claimJoin(tok, x)
+	if !ok {
+		t.Fatal("first claim refused")
+	}
+	if g.checkToken(tok, y) {
+		t.Fatal("a second device got in while the only use was held")
+	}
+	if _, ok := g.claimJoin(tok, x); !ok { // x retries while its first attempt runs
+		t.Fatal("the claimant's retry refused")
+	}
+	g.endJoin(gen, x, false) // one attempt failed: the use is still held by the other
+	if g.checkToken(tok, y) {
+		t.Fatal("use released while x still has a join in progress")
+	}
+	g.endJoin(gen, x, false)
+	if !g.checkToken(tok, y) {
+		t.Fatal("a failed join did not give its use back")
+	}
+	gen, _ = g.claimJoin(tok, x)
+	g.endJoin(gen, x, true)
+	if g.checkToken(tok, y) {
+		t.Fatal("a spent invite admitted another device")
+	}
+	if _, ok := g.claimJoin(tok, y); ok {
+		t.Fatal("a spent invite granted a claim")
+	}
+	if !g.checkToken(tok, x) {
+		t.Fatal("the device that joined cannot repeat its join")
+	}
+	if !g.joinOpen() {
+		t.Fatal("the gater stops admitting before the window expires (a replay would get ErrRefused, not ErrBadToken)")
+	}
+
+	// A window replaced while a join runs is not spent by it.
+	g.openJoin(tok, now.Add(time.Minute), 2)
+	gen, _ = g.claimJoin(tok, x)
+	g.openJoin(tok, now.Add(time.Minute), 1)
+	g.endJoin(gen, x, true)
+	if !g.checkToken(tok, y) {
+		t.Fatal("a join through the old window spent the new one")
+	}
+	// Two uses: two devices.
+	g.openJoin(tok, now.Add(time.Minute), 2)
+	for _, p := range []peer.ID{x, y} {
+		gen, ok := g.claimJoin(tok, p)
+		if !ok {
+			t.Fatalf("claim %s refused", p)
+		}
+		g.endJoin(gen, p, true)
+	}
+	z, _ := peer.Decode("12D3KooWLphMMnijVmB8LycnTMPkFC3XqmpyrepEhXSXRhwdAsRN")
+	if g.checkToken(tok, z) {
+		t.Fatal("a third device got in through a two-use window")
 	}
 }

@@ -26,6 +26,8 @@ import (
 type testFSM struct {
 	mu      sync.Mutex
 	entries [][]byte
+
+	restores atomic.Int64 // completed Restore calls: the proof of a snapshot install
 }
 
 func (f *testFSM) Apply(l *raft.Log) any {
@@ -49,8 +51,9 @@ func (f *testFSM) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.entries = es
+	f.mu.Unlock()
+	f.restores.Add(1)
 	return nil
 }
 
@@ -103,13 +106,31 @@ func raftApply(r *raft.Raft) ApplyFunc {
 	}
 }
 
-// testRaftConfig has short timeouts so elections take a few hundred milliseconds.
+// raftBarrier is the ClusterConfig.Barrier the tests give the Cluster: a raft
+// barrier, then the applied index.
+func raftBarrier(r *raft.Raft) func(context.Context) (uint64, error) {
+	return func(ctx context.Context) (uint64, error) {
+		timeout := 5 * time.Second
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = time.Until(dl)
+		}
+		if err := r.Barrier(timeout).Error(); err != nil {
+			return 0, err
+		}
+		return r.AppliedIndex(), nil
+	}
+}
+
+// testRaftConfig has short timeouts so elections take well under a second.
 func testRaftConfig(id peer.ID) *raft.Config {
 	c := raft.DefaultConfig()
 	c.LocalID = raft.ServerID(id.String())
-	c.HeartbeatTimeout = 250 * time.Millisecond
-	c.ElectionTimeout = 250 * time.Millisecond
-	c.LeaderLeaseTimeout = 150 * time.Millisecond
+	// Short enough for quick elections, long enough that a loaded machine (the race
+	// detector, two shared CPUs) does not depose leaders: with a 150 ms lease the
+	// leader stepped down whenever it was starved that long, and proposals timed out.
+	c.HeartbeatTimeout = 500 * time.Millisecond
+	c.ElectionTimeout = 500 * time.Millisecond
+	c.LeaderLeaseTimeout = 400 * time.Millisecond
 	c.CommitTimeout = 10 * time.Millisecond
 	c.SnapshotThreshold = 1 << 30
 	c.TrailingLogs = 10 // a manual snapshot compacts the log (snapshot install test)
@@ -130,6 +151,10 @@ type node struct {
 	psk    pnet.PSK
 	listen string
 	tweak  func(*raft.Config)
+	// ctweak adjusts the ClusterConfig (after the test defaults, Barrier included).
+	ctweak func(*node, *ClusterConfig)
+	// rtweak adjusts the RaftTransportConfig (Timeout 2 s by default).
+	rtweak func(*RaftTransportConfig)
 
 	host      *Host
 	trans     *raft.NetworkTransport
@@ -170,7 +195,11 @@ func (n *node) start() {
 	if n.listen == "/ip4/127.0.0.1/tcp/0" {
 		n.listen = n.host.Addrs()[0].String() // restart on the same port
 	}
-	trans, err := n.host.RaftTransport(RaftTransportConfig{Timeout: 2 * time.Second, Logger: hclog.NewNullLogger()})
+	rcfg := RaftTransportConfig{Timeout: 2 * time.Second, Logger: hclog.NewNullLogger()}
+	if n.rtweak != nil {
+		n.rtweak(&rcfg)
+	}
+	trans, err := n.host.RaftTransport(rcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +223,11 @@ func (n *node) start() {
 		t.Fatal(err)
 	}
 	n.raft = r
-	c, err := NewCluster(n.host, r, raftApply(r), ClusterConfig{SyncInterval: 200 * time.Millisecond, Logger: testLogger(t)})
+	ccfg := ClusterConfig{SyncInterval: 200 * time.Millisecond, Logger: testLogger(t), Barrier: raftBarrier(r)}
+	if n.ctweak != nil {
+		n.ctweak(n, &ccfg)
+	}
+	c, err := NewCluster(n.host, r, raftApply(r), ccfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,8 +256,14 @@ type testCluster struct {
 	nodes []*node
 }
 
-func newNode(t testing.TB, psk pnet.PSK) *node {
+func newNode(t testing.TB, psk pnet.PSK) *node { return newNodeWith(t, psk, nil) }
+
+// newNodeWith is newNode with setup run on the node before it starts.
+func newNodeWith(t testing.TB, psk pnet.PSK, setup func(*node)) *node {
 	n := &node{t: t, dir: t.TempDir(), psk: psk, listen: "/ip4/127.0.0.1/tcp/0"}
+	if setup != nil {
+		setup(n)
+	}
 	n.start()
 	t.Cleanup(n.stop)
 	return n
@@ -232,7 +271,10 @@ func newNode(t testing.TB, psk pnet.PSK) *node {
 
 // newTestCluster starts n devices, bootstraps all of them with the same
 // configuration (each knows the others' addresses), and waits for a leader.
-func newTestCluster(t testing.TB, size int) *testCluster {
+func newTestCluster(t testing.TB, size int) *testCluster { return newTestClusterWith(t, size, nil) }
+
+// newTestClusterWith is newTestCluster with setup run on every node before it starts.
+func newTestClusterWith(t testing.TB, size int, setup func(*node)) *testCluster {
 	t.Helper()
 	psk, err := GeneratePSK()
 	if err != nil {
@@ -240,7 +282,7 @@ func newTestCluster(t testing.TB, size int) *testCluster {
 	}
 	tc := &testCluster{t: t, psk: psk}
 	for range size {
-		tc.nodes = append(tc.nodes, newNode(t, psk))
+		tc.nodes = append(tc.nodes, newNodeWith(t, psk, setup))
 	}
 	var servers []raft.Server
 	for _, n := range tc.nodes {
@@ -267,7 +309,7 @@ func newTestCluster(t testing.TB, size int) *testCluster {
 func (tc *testCluster) leader(nodes []*node) *node {
 	tc.t.Helper()
 	var found *node
-	waitFor(tc.t, 10*time.Second, "a leader all nodes agree on", func() bool {
+	waitFor(tc.t, patient, "a leader all nodes agree on", func() bool {
 		found = nil
 		for _, n := range nodes {
 			if n.raft.State() == raft.Leader {
@@ -300,6 +342,36 @@ func (tc *testCluster) followers(leader *node) []*node {
 	return out
 }
 
+// late is how long past its deadline a call may return in these tests: scheduling
+// delay on a loaded machine (the race detector, two shared CPUs, other test
+// binaries). Every bound below is a deadline plus late: far below what a call
+// waiting for anything else (a raft timeout, a hung peer) would take.
+const late = time.Second
+
+// patient is the deadline of calls expected to succeed: on a loaded machine a
+// commit or a handshake can take seconds. It costs nothing when they are quick.
+const patient = 20 * time.Second
+
+// mustConnect connects h to p, retrying until patient passes: a handshake can miss
+// the test hosts' 2 s dial timeout on a loaded machine.
+func mustConnect(t testing.TB, h *Host, p peer.AddrInfo) {
+	t.Helper()
+	var last error
+	deadline := time.Now().Add(patient)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), patient)
+		last = h.Connect(ctx, p)
+		cancel()
+		if last == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("connect %s: %v", p.ID, last)
+		}
+		t.Logf("connect %s (retrying): %v", p.ID, last)
+	}
+}
+
 // waitFor polls cond every 10 ms until it holds or d passes (then fails the test).
 func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -315,7 +387,7 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 // waitApplied waits until every node's FSM holds entry.
 func waitApplied(t testing.TB, nodes []*node, entry []byte) {
 	t.Helper()
-	waitFor(t, 10*time.Second, fmt.Sprintf("entry %q applied on %d nodes", entry, len(nodes)), func() bool {
+	waitFor(t, patient, fmt.Sprintf("entry %q applied on %d nodes", entry, len(nodes)), func() bool {
 		for _, n := range nodes {
 			if !n.fsm.has(entry) {
 				return false
@@ -370,4 +442,13 @@ func (t *countingTransport) AppendEntriesPipeline(id raft.ServerID, target raft.
 		t.pipelines.Add(1)
 	}
 	return p, err
+}
+
+// waitBlockedWrite waits until n's raft layer has a write to p that has been blocked
+// for a while (the yamux window to a frozen peer is full).
+func waitBlockedWrite(t testing.TB, n *node, p *node) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "a raft write to the frozen peer blocked for 300ms", func() bool {
+		return n.host.raftLayer.Load().blockedWrite(p.id()) > 300*time.Millisecond
+	})
 }

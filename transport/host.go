@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
@@ -71,6 +73,11 @@ type Host struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	raftLayer atomic.Pointer[streamLayer] // set by RaftTransport
+
+	seenMu sync.Mutex
+	seen   map[peer.ID]*atomic.Int64 // last message received from a peer, unix ns
 }
 
 // NewHost validates cfg, loads or creates the identity and the address book, starts
@@ -121,8 +128,11 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	h, err := libp2p.New(
 		libp2p.Identity(key),
 		libp2p.PrivateNetwork(cfg.PSK),
-		libp2p.ListenAddrs(listen...),
-		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.NoListenAddrs, // listenEach below, one address at a time
+		// Without reuseport a port in use is an error: with it, a second host (a
+		// second device started with the same address) binds the same port and
+		// the kernel splits inbound connections between the two.
+		libp2p.Transport(tcp.NewTCPTransport, tcp.DisableReuseport()),
 		libp2p.Security(noise.ID, noise.New),
 		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
 		libp2p.ConnectionGater(g),
@@ -133,6 +143,10 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	)
 	if err != nil {
 		return nil, fmt.Errorf("start libp2p host: %w", err)
+	}
+	if err := listenEach(h, listen); err != nil {
+		_ = h.Close()
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	hst := &Host{h: h, cfg: cfg, log: log.With("self", h.ID().String()), gater: g, book: book, ctx: ctx, cancel: cancel}
@@ -187,6 +201,25 @@ func (h *Host) refreshAddrs(sub event.Subscription) {
 			}
 		}
 	}
+}
+
+// listenEach opens every listen address on its own. libp2p's Listen succeeds as soon
+// as one address works and reduces the others' errors to text, so a port in use on
+// one of them (the IPv6 one, say) would go unnoticed.
+func listenEach(h host.Host, addrs []ma.Multiaddr) error {
+	sw, ok := h.Network().(*swarm.Swarm)
+	if !ok {
+		return h.Network().Listen(addrs...)
+	}
+	for _, a := range addrs {
+		if err := sw.AddListenAddr(a); err != nil {
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return fmt.Errorf("%w: %s (%v)", ErrAddrInUse, a, err)
+			}
+			return fmt.Errorf("listen on %s: %w", a, err)
+		}
+	}
+	return nil
 }
 
 // parseListenAddr accepts only TCP multiaddrs over ip4, ip6 or dns.
@@ -319,10 +352,22 @@ func (h *Host) ConnectMembers(ctx context.Context) {
 	wg.Wait()
 }
 
-// AllowJoin opens a join window until `until`: the gater admits peers that are not
-// members (they proved the network key) but serves them only the join protocol, and a
-// join request must carry token. A later call replaces the window.
-func (h *Host) AllowJoin(token []byte, until time.Time) { h.gater.openJoin(token, until) }
+// AllowJoin opens a join window until `until` for one device: the gater admits peers
+// that are not members (they proved the network key) but serves them only the join
+// protocol, and a join request must carry token. The first successful join through
+// the window spends it: the invite cannot be replayed to add a second device (that
+// one gets ErrBadToken), while the device that joined may repeat its own join until
+// `until` (a retry after a lost answer). While a join is in progress other devices
+// are refused too. A later call (AllowJoin, AllowJoins, CloseJoin) replaces the
+// window.
+func (h *Host) AllowJoin(token []byte, until time.Time) { h.gater.openJoin(token, until, 1) }
+
+// AllowJoins is AllowJoin for up to n devices (n < 1 counts as 1): each successful
+// join spends one use. For provisioning several devices at once; prefer one window
+// per device.
+func (h *Host) AllowJoins(token []byte, until time.Time, n int) {
+	h.gater.openJoin(token, until, n)
+}
 
 // CloseJoin closes the join window at once.
 func (h *Host) CloseJoin() { h.gater.closeJoin() }
@@ -373,6 +418,9 @@ func (h *Host) dropPeer(p peer.ID) {
 	_ = h.h.Network().ClosePeer(p)
 	h.h.Peerstore().ClearAddrs(p)
 	_ = h.h.Peerstore().SetProtocols(p)
+	h.seenMu.Lock()
+	delete(h.seen, p)
+	h.seenMu.Unlock()
 }
 
 // Members returns the address book: every known member except this device.
@@ -415,6 +463,46 @@ func (h *Host) UnblockAll() {
 			sw.Backoff().Clear(p)
 		}
 	}
+}
+
+// abortRaft ends every Raft stream at once and refuses new ones: the local Raft is
+// shutting down (see streamLayer.abort). No-op before RaftTransport.
+func (h *Host) abortRaft() {
+	if l := h.raftLayer.Load(); l != nil {
+		l.abort()
+	}
+}
+
+// peerSeen returns the cell holding the last time a message was received from p
+// (unix ns, 0 for never), created on first use. Streams keep the pointer, so that a
+// read costs one atomic store and no lookup.
+func (h *Host) peerSeen(p peer.ID) *atomic.Int64 {
+	h.seenMu.Lock()
+	defer h.seenMu.Unlock()
+	if h.seen == nil {
+		h.seen = map[peer.ID]*atomic.Int64{}
+	}
+	c, ok := h.seen[p]
+	if !ok {
+		c = new(atomic.Int64)
+		h.seen[p] = c
+	}
+	return c
+}
+
+// touch records that a message from p was received now.
+func (h *Host) touch(p peer.ID) { h.peerSeen(p).Store(time.Now().UnixNano()) }
+
+// lastSeen returns the last time a message was received from p (zero for never
+// since this host started).
+func (h *Host) lastSeen(p peer.ID) time.Time {
+	h.seenMu.Lock()
+	c := h.seen[p]
+	h.seenMu.Unlock()
+	if c == nil || c.Load() == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, c.Load())
 }
 
 // Close stops background dials and closes the libp2p host (all streams, listeners

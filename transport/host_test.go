@@ -2,14 +2,17 @@ package transport
 
 import (
 	"errors"
-	"github.com/libp2p/go-libp2p"
-	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 )
 
 func TestWrongPSKFailsFastWithClearError(t *testing.T) {
@@ -222,5 +225,53 @@ func TestNoPSKPeerCannotConnect(t *testing.T) {
 	err = a.Connect(ctxTimeout(t, 5*time.Second), peer.AddrInfo{ID: plain.ID(), Addrs: plain.Addrs()})
 	if !errors.Is(err, ErrHandshake) || !strings.Contains(err.Error(), "wrong or missing network key?") {
 		t.Fatalf("dial to a host without the key: got %v, want ErrHandshake", err)
+	}
+}
+
+// A listen address in use, by another baton host or by any other program, is refused
+// with ErrAddrInUse naming it, also when it is only one of several addresses.
+func TestListenAddrInUse(t *testing.T) {
+	psk, _ := GeneratePSK()
+	a := newTestHost(t, t.TempDir(), psk, "/ip4/127.0.0.1/tcp/0")
+	defer a.Close()
+	used := a.Addrs()[0].String()
+	newHost := func(addrs ...string) (*Host, error) {
+		return NewHost(HostConfig{DataDir: t.TempDir(), PSK: psk, ListenAddrs: addrs, Logger: testLogger(t)})
+	}
+	check := func(what string, h *Host, err error, addr string) {
+		t.Helper()
+		if err == nil {
+			h.Close()
+			t.Fatalf("%s: a second host listens on %s", what, addr)
+		}
+		if !errors.Is(err, ErrAddrInUse) || !strings.Contains(err.Error(), addr) {
+			t.Fatalf("%s: got %v, want ErrAddrInUse naming %s", what, err, addr)
+		}
+		t.Logf("%s: %v", what, err)
+	}
+	h, err := newHost(used)
+	check("another libp2p host", h, err, used)
+	h, err = newHost("/ip4/127.0.0.1/tcp/0", used)
+	check("one of two addresses", h, err, used)
+
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	plain := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", ln.Addr().(*net.TCPAddr).Port)
+	h, err = newHost(plain)
+	check("a plain listener", h, err, plain)
+
+	// The same port on IPv4 and IPv6 is two addresses, not a conflict.
+	if l6, err := net.Listen("tcp6", "[::1]:0"); err == nil {
+		l6.Close()
+		port := a.Addrs()[0].String()[len("/ip4/127.0.0.1/tcp/"):]
+		a.Close()
+		h, err := newHost("/ip4/127.0.0.1/tcp/"+port, "/ip6/::1/tcp/"+port)
+		if err != nil {
+			t.Fatalf("same port on IPv4 and IPv6: %v", err)
+		}
+		h.Close()
 	}
 }

@@ -37,9 +37,11 @@ type joinResponse struct {
 // (which must have been started without bootstrapping). Retries over the seeds until
 // ctx's deadline (ProposeTimeout when none).
 //
-// Errors: ErrBadToken (no window open or wrong token), ErrNotMember, *RemoteError
-// (the leader's AddVoter failed), ErrNoLeader/ErrTimeout, connection errors
-// (ErrHandshake when the network key differs).
+// Errors: ErrBadToken (no window open, wrong token, or the invite already used by
+// another device), ErrNotMember, *RemoteError (the leader's AddVoter failed),
+// ErrNoLeader/ErrTimeout, connection errors (ErrHandshake when the network key
+// differs: at once when the handshake fails, or at the deadline, with ErrTimeout,
+// when it only ever timed out, which a loaded member can also cause).
 func (c *Cluster) Join(ctx context.Context, seeds []peer.AddrInfo, token []byte, nonvoter bool) error {
 	if len(seeds) == 0 {
 		return errors.New("join: no members given")
@@ -64,8 +66,12 @@ func (c *Cluster) Join(ctx context.Context, seeds []peer.AddrInfo, token []byte,
 			return nil
 		}
 		var re *RemoteError
+		// A handshake that failed outright means another network key; one that
+		// timed out may also be a slow (loaded) member: retry it, and report the
+		// handshake if the deadline comes first.
+		badKey := errors.Is(err, ErrHandshake) && !errors.Is(err, context.DeadlineExceeded)
 		if errors.Is(err, ErrBadToken) || errors.Is(err, ErrNotMember) || errors.As(err, &re) ||
-			errors.Is(err, ErrHandshake) || errors.Is(err, ErrRefused) {
+			badKey || errors.Is(err, ErrRefused) {
 			return fmt.Errorf("join via %s: %w", seed.ID, err)
 		}
 		lastErr = err
@@ -73,7 +79,7 @@ func (c *Cluster) Join(ctx context.Context, seeds []peer.AddrInfo, token []byte,
 			if c.ctx.Err() != nil {
 				return ErrClosed
 			}
-			return fmt.Errorf("join: %w: %w (last: %v)", ErrTimeout, ctx.Err(), lastErr)
+			return fmt.Errorf("join: %w: %w (last: %w)", ErrTimeout, ctx.Err(), lastErr)
 		}
 	}
 }
@@ -141,15 +147,25 @@ func (c *Cluster) handleJoinStream(s network.Stream) {
 		_ = writeResponse(w, codeBadRequest, []byte("malformed join request"))
 		return
 	}
-	if !c.h.gater.checkToken(req.Token) {
-		c.log.Warn("refused join: bad token or no join window", "peer", remote)
+	refuse := func() {
+		c.log.Warn("refused join: bad token, no join window, or its invite already used", "peer", remote)
 		_ = writeResponse(w, codeBadToken, nil)
-		return
 	}
 	switch kind {
 	case kindMembers:
+		if !c.h.gater.checkToken(req.Token, remote) {
+			refuse()
+			return
+		}
 		_ = writeResponse(w, codeOK, c.membersSnapshot())
 	case kindJoin:
+		// Hold one of the window's uses for the whole join, so that two devices with
+		// the same invite cannot both get in; a success spends it.
+		gen, ok := c.h.gater.claimJoin(req.Token, remote)
+		if !ok {
+			refuse()
+			return
+		}
 		timeout := c.cfg.ProposeTimeout
 		if timeoutMS > 0 {
 			timeout = min(timeout, time.Duration(timeoutMS)*time.Millisecond)
@@ -159,11 +175,12 @@ func (c *Cluster) handleJoinStream(s network.Stream) {
 		req.Token = nil // members trust each other; the token stays here
 		fwd, _ := json.Marshal(req)
 		res, err := c.toLeader(ctx, kindJoin, fwd, c.leaderJoin)
+		c.h.gater.endJoin(gen, remote, err == nil)
 		if err != nil {
 			_ = writeResponse(w, codeAppError, []byte(err.Error()))
 			return
 		}
-		c.log.Info("join accepted", "peer", remote)
+		c.log.Info("join accepted; invite used", "peer", remote)
 		_ = writeResponse(w, codeOK, res)
 	default:
 		_ = writeResponse(w, codeBadRequest, []byte("unknown join request kind"))

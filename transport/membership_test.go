@@ -2,11 +2,16 @@ package transport
 
 import (
 	"errors"
-	"github.com/libp2p/go-libp2p/core/peer"
+	"fmt"
+	"io"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
 )
 
 // Join (directly at the leader, through a follower, as a non-voter), leave (a
@@ -34,7 +39,7 @@ func TestJoinLeaveSurviveRestart(t *testing.T) {
 	if err != nil || len(seeds) != 1 || seeds[0].ID != a.id() {
 		t.Fatalf("ParseSeeds(%v) = %v, %v", printed, seeds, err)
 	}
-	if err := b.cluster.Join(ctxTimeout(t, 10*time.Second), seeds, token, false); err != nil {
+	if err := b.cluster.Join(ctxTimeout(t, patient), seeds, token, false); err != nil {
 		t.Fatalf("b join: %v", err)
 	}
 	tc.nodes = append(tc.nodes, b)
@@ -43,15 +48,17 @@ func TestJoinLeaveSurviveRestart(t *testing.T) {
 	// c joins through b, a follower with its own window.
 	b.host.AllowJoin([]byte("token-b"), time.Now().Add(time.Minute))
 	c := newNode(t, psk)
-	if err := c.cluster.Join(ctxTimeout(t, 10*time.Second), []peer.AddrInfo{b.info()}, []byte("token-b"), false); err != nil {
+	if err := c.cluster.Join(ctxTimeout(t, patient), []peer.AddrInfo{b.info()}, []byte("token-b"), false); err != nil {
 		t.Fatalf("c join via follower: %v", err)
 	}
 	tc.nodes = append(tc.nodes, c)
 	tc.leader(tc.nodes)
 
-	// d joins as a non-voter.
+	// d joins as a non-voter (a new invite: b used the first).
+	token = []byte("join-token-2")
+	a.host.AllowJoin(token, time.Now().Add(time.Minute))
 	d := newNode(t, psk)
-	if err := d.cluster.Join(ctxTimeout(t, 10*time.Second), []peer.AddrInfo{a.info()}, token, true); err != nil {
+	if err := d.cluster.Join(ctxTimeout(t, patient), []peer.AddrInfo{a.info()}, token, true); err != nil {
 		t.Fatalf("d join as nonvoter: %v", err)
 	}
 	cfg := configIDs(t, a.raft)
@@ -87,7 +94,7 @@ func TestJoinLeaveSurviveRestart(t *testing.T) {
 	if len(ms) != 4 || leaders != 1 {
 		t.Fatalf("d's member list: %+v", ms)
 	}
-	if _, err := c.cluster.Propose(ctxTimeout(t, 5*time.Second), []byte("from-c")); err != nil {
+	if _, err := c.cluster.Propose(ctxTimeout(t, patient), []byte("from-c")); err != nil {
 		t.Fatal(err)
 	}
 	waitApplied(t, all, []byte("from-c"))
@@ -101,13 +108,13 @@ func TestJoinLeaveSurviveRestart(t *testing.T) {
 	if cfg := configIDs(t, c.raft); len(cfg) != 4 {
 		t.Fatalf("c's configuration after restart: %v", cfg)
 	}
-	if _, err := c.cluster.Propose(ctxTimeout(t, 10*time.Second), []byte("c-after-restart")); err != nil {
+	if _, err := c.cluster.Propose(ctxTimeout(t, patient), []byte("c-after-restart")); err != nil {
 		t.Fatalf("propose after restart: %v", err)
 	}
 	waitApplied(t, all, []byte("c-after-restart"))
 
 	// d (a follower) leaves; then the leader leaves, handing leadership over first.
-	if err := d.cluster.Leave(ctxTimeout(t, 10*time.Second)); err != nil {
+	if err := d.cluster.Leave(ctxTimeout(t, patient)); err != nil {
 		t.Fatalf("d leave: %v", err)
 	}
 	d.cluster.syncOnce() // a stale configuration on d must not bring the members back
@@ -115,7 +122,7 @@ func TestJoinLeaveSurviveRestart(t *testing.T) {
 		t.Fatalf("d still admits members after leaving: %v", d.host.Members())
 	}
 	leader := tc.leader([]*node{a, b, c})
-	if err := leader.cluster.Leave(ctxTimeout(t, 10*time.Second)); err != nil {
+	if err := leader.cluster.Leave(ctxTimeout(t, patient)); err != nil {
 		t.Fatalf("leader leave: %v", err)
 	}
 	var rest []*node
@@ -168,7 +175,7 @@ func TestJoinLeaveSurviveRestart(t *testing.T) {
 			t.Fatal("a remaining member is not admitted after restart")
 		}
 	}
-	if _, err := rest[1].cluster.Propose(ctxTimeout(t, 10*time.Second), []byte("after-all")); err != nil {
+	if _, err := rest[1].cluster.Propose(ctxTimeout(t, patient), []byte("after-all")); err != nil {
 		t.Fatal(err)
 	}
 	waitApplied(t, rest, []byte("after-all"))
@@ -194,12 +201,12 @@ func TestJoinRefusals(t *testing.T) {
 	}
 	// Window open, wrong token.
 	a.host.AllowJoin([]byte("right"), time.Now().Add(time.Minute))
-	err = x.cluster.Join(ctxTimeout(t, 3*time.Second), []peer.AddrInfo{a.info()}, []byte("wrong"), false)
+	err = x.cluster.Join(ctxTimeout(t, patient), []peer.AddrInfo{a.info()}, []byte("wrong"), false)
 	if !errors.Is(err, ErrBadToken) {
 		t.Fatalf("wrong token: got %v, want ErrBadToken", err)
 	}
 	// A window-admitted peer gets only the join protocol: forwarding is refused.
-	code, _, err := x.cluster.call(ctxTimeout(t, 3*time.Second), a.id(), ForwardProtocol, kindApply, []byte("sneak"))
+	code, _, err := x.cluster.call(ctxTimeout(t, patient), a.id(), ForwardProtocol, kindApply, []byte("sneak"))
 	if err == nil && code != codeNotMember {
 		t.Fatalf("non-member forward answered with code %d", code)
 	}
@@ -222,7 +229,7 @@ func TestJoinRefusals(t *testing.T) {
 // has addresses for it in its address book.
 func waitMembersSynced(t testing.TB, nodes []*node) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "gater and address books in sync with raft", func() bool {
+	waitFor(t, patient, "gater and address books in sync with raft", func() bool {
 		for _, n := range nodes {
 			book := n.host.book.all()
 			for _, m := range nodes {
@@ -248,16 +255,151 @@ func TestAddByOperator(t *testing.T) {
 	for _, n := range tc.nodes {
 		e.host.AllowPeer(n.info())
 	}
-	if err := fol.cluster.Add(ctxTimeout(t, 10*time.Second), e.info(), false); err != nil {
+	if err := fol.cluster.Add(ctxTimeout(t, patient), e.info(), false); err != nil {
 		t.Fatalf("add: %v", err)
 	}
 	if s := configIDs(t, leader.raft)[e.id().String()]; s != raft.Voter {
 		t.Fatalf("added device suffrage %v", s)
 	}
-	if _, err := e.cluster.Propose(ctxTimeout(t, 10*time.Second), []byte("from-e")); err != nil {
+	if _, err := e.cluster.Propose(ctxTimeout(t, patient), []byte("from-e")); err != nil {
 		t.Fatal(err)
 	}
 	waitApplied(t, append(tc.nodes, e), []byte("from-e"))
 	tc.nodes = append(tc.nodes, e)
 	waitMembersSynced(t, tc.nodes)
+}
+
+// An invite (a join window's token) adds one device: replayed by a second device it
+// is refused with ErrBadToken, and the configuration is unchanged; the device that
+// joined may repeat its join (a retry after a lost answer). AllowJoins admits n.
+func TestInviteSingleUse(t *testing.T) {
+	psk, _ := GeneratePSK()
+	a := newNode(t, psk)
+	if err := a.cluster.Bootstrap(); err != nil {
+		t.Fatal(err)
+	}
+	(&testCluster{t: t, nodes: []*node{a}}).leader([]*node{a})
+	token := []byte("invite-1")
+	a.host.AllowJoin(token, time.Now().Add(time.Minute))
+
+	b := newNode(t, psk)
+	if err := b.cluster.Join(ctxTimeout(t, patient), []peer.AddrInfo{a.info()}, token, false); err != nil {
+		t.Fatalf("join with a fresh invite: %v", err)
+	}
+	if err := b.cluster.Join(ctxTimeout(t, patient), []peer.AddrInfo{a.info()}, token, false); err != nil {
+		t.Fatalf("the joined device repeating its join: %v", err)
+	}
+	c := newNode(t, psk)
+	err := c.cluster.Join(ctxTimeout(t, patient), []peer.AddrInfo{a.info()}, token, false)
+	if !errors.Is(err, ErrBadToken) {
+		t.Fatalf("second device with a used invite: got %v, want ErrBadToken", err)
+	}
+	t.Logf("replayed invite: %v", err)
+	cfg := configIDs(t, a.raft)
+	if len(cfg) != 2 {
+		t.Fatalf("configuration %v, want a and b only", cfg)
+	}
+	if _, ok := cfg[c.id().String()]; ok {
+		t.Fatal("the replayed invite added a device")
+	}
+
+	// A window for two devices admits c and d, then nobody.
+	a.host.AllowJoins([]byte("invite-2"), time.Now().Add(time.Minute), 2)
+	d := newNode(t, psk)
+	for _, n := range []*node{c, d} {
+		if err := n.cluster.Join(ctxTimeout(t, patient), []peer.AddrInfo{a.info()}, []byte("invite-2"), true); err != nil {
+			t.Fatalf("join through a two-device window: %v", err)
+		}
+	}
+	e := newNode(t, psk)
+	if err := e.cluster.Join(ctxTimeout(t, patient), []peer.AddrInfo{a.info()}, []byte("invite-2"), true); !errors.Is(err, ErrBadToken) {
+		t.Fatalf("third device through a two-device window: got %v, want ErrBadToken", err)
+	}
+	if n := len(configIDs(t, a.raft)); n != 4 {
+		t.Fatalf("configuration has %d servers, want 4", n)
+	}
+}
+
+// holdFirstProxy forwards TCP connections to target, except the first one, which it
+// accepts and never answers: a member too loaded to finish a handshake in time.
+type holdFirstProxy struct {
+	ln     net.Listener
+	held   chan struct{} // closed when the first connection is held
+	target string
+}
+
+func newHoldFirstProxy(t *testing.T, target string) *holdFirstProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &holdFirstProxy{ln: ln, held: make(chan struct{}), target: target}
+	var conns []net.Conn
+	var mu sync.Mutex
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, in)
+			mu.Unlock()
+			if i == 0 {
+				close(p.held)
+				continue
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, out)
+			mu.Unlock()
+			go func() { _, _ = io.Copy(out, in); out.Close() }()
+			go func() { _, _ = io.Copy(in, out); in.Close() }()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	return p
+}
+
+// A join whose first handshake times out (the member was too slow) is retried
+// within the caller's deadline, not reported as a wrong network key at once (a
+// loaded machine failed TestJoinLeaveSurviveRestart that way).
+func TestJoinRetriesTimedOutHandshake(t *testing.T) {
+	psk, _ := GeneratePSK()
+	a := newNode(t, psk)
+	if err := a.cluster.Bootstrap(); err != nil {
+		t.Fatal(err)
+	}
+	(&testCluster{t: t, nodes: []*node{a}}).leader([]*node{a})
+	a.host.AllowJoin([]byte("tok"), time.Now().Add(time.Minute))
+	px := newHoldFirstProxy(t, manet(t, a.host.Addrs()[0]))
+	b := newNode(t, psk)
+	seed := peer.AddrInfo{ID: a.id(), Addrs: []ma.Multiaddr{ma.StringCast(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", px.ln.Addr().(*net.TCPAddr).Port))}}
+	start := time.Now()
+	if err := b.cluster.Join(ctxTimeout(t, 15*time.Second), []peer.AddrInfo{seed}, []byte("tok"), false); err != nil {
+		t.Fatalf("join after a timed-out handshake: %v", err)
+	}
+	select {
+	case <-px.held:
+	default:
+		t.Fatal("the first connection was not held: the test does not exercise a timed-out handshake")
+	}
+	t.Logf("joined after %v (dial timeout 2s)", time.Since(start).Round(time.Millisecond))
+	if _, ok := configIDs(t, a.raft)[b.id().String()]; !ok {
+		t.Fatal("b not in the configuration")
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
 )
 
 func TestStreamLayer(t *testing.T) {
@@ -112,5 +114,67 @@ func TestStreamLayer(t *testing.T) {
 			t.Fatal("a non-member's raft stream was served")
 		}
 		cx.Close()
+	}
+}
+
+// Closing a Raft stream to a peer that froze right after the stream was opened (the
+// protocol handshake never answered: libp2p's Close waits up to 10 s for it) takes
+// about streamCloseTimeout; after abort, Dial is refused and open streams fail at once.
+func TestStreamLayerBoundedCloseAndAbort(t *testing.T) {
+	psk, _ := GeneratePSK()
+	a := newTestHost(t, t.TempDir(), psk, "/ip4/127.0.0.1/tcp/0")
+	defer a.Close()
+	b := newTestHost(t, t.TempDir(), psk, "/ip4/127.0.0.1/tcp/0")
+	defer b.Close()
+	px := newFreezeProxy(t, manet(t, b.Addrs()[0]))
+	viaProxy := peer.AddrInfo{ID: b.ID(), Addrs: []ma.Multiaddr{px.addr()}}
+	if err := a.AddMember(viaProxy); err != nil {
+		t.Fatal(err)
+	}
+	b.AllowPeer(peer.AddrInfo{ID: a.ID()})
+	la := newStreamLayer(a, RaftProtocol)
+	defer la.Close()
+	lb := newStreamLayer(b, RaftProtocol)
+	defer lb.Close()
+	mustConnect(t, a, viaProxy)
+	checkHostViaProxy(t, a, b.ID(), px)
+
+	px.Freeze()
+	defer px.Thaw()
+	c, err := la.Dial(raft.ServerAddress(b.ID().String()), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte("append entries")); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_ = c.Close()
+	if took := time.Since(start); took > streamCloseTimeout+late {
+		t.Fatalf("close of a stream to a frozen peer took %v", took)
+	} else {
+		t.Logf("close of a stream to a frozen peer: %v", took.Round(time.Millisecond))
+	}
+
+	c2, err := la.Dial(raft.ServerAddress(b.ID().String()), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readErr := make(chan error, 1)
+	go func() {
+		_, err := c2.Read(make([]byte, 1))
+		readErr <- err
+	}()
+	la.abort()
+	select {
+	case err := <-readErr:
+		if err == nil {
+			t.Fatal("read on an aborted stream succeeded")
+		}
+	case <-time.After(late):
+		t.Fatal("a blocked read outlived abort")
+	}
+	if _, err := la.Dial(raft.ServerAddress(b.ID().String()), time.Second); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("dial after abort: got %v, want net.ErrClosed", err)
 	}
 }

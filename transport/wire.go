@@ -22,6 +22,8 @@ const (
 	kindRemove  byte = 3 // forward: payload = peer ID to remove
 	kindAddrs   byte = 4 // forward: payload = peer ID whose addresses are wanted
 	kindMembers byte = 5 // join: payload = joinRequest JSON (token only); answers the member list
+	kindBarrier byte = 6 // forward: empty payload; answers the leader's applied index (8 bytes, big endian) after a read barrier
+	kindCall    byte = 7 // forward, to one member (not the leader): payload for ClusterConfig.OnCall; answers its result
 )
 
 // Response codes.
@@ -32,6 +34,8 @@ const (
 	codeAppError   byte = 3 // payload = error text
 	codeBadToken   byte = 4
 	codeBadRequest byte = 5 // payload = error text
+	codeNoHandler  byte = 6 // the request kind has no handler configured on the receiver (ErrNoHandler)
+	codeTimeout    byte = 7 // the handler failed once the request's deadline (the caller's) had passed
 )
 
 // DefaultMaxFrameSize bounds one forwarded entry or result.
