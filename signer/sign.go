@@ -483,7 +483,7 @@ func (l *Loop) propose(ctx context.Context, s *signer, c *inflight) bool {
 	c.lastSent = l.cfg.Clock.Mono()
 	c.done, c.enq = make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	pctx, cancel := context.WithTimeout(ctx, l.cfg.CallTimeout)
+	pctx, cancel := context.WithTimeout(ctx, l.commitTimeout())
 	pctx = intentlog.WithEnqueued(pctx, func() {
 		once.Do(func() { close(c.enq) })
 		kick(s.answered)
@@ -497,6 +497,15 @@ func (l *Loop) propose(ctx context.Context, s *signer, c *inflight) bool {
 		kick(s.answered)
 	}()
 	return true
+}
+
+// commitTimeout bounds a commit proposal: a third of the lease TTL (the proposal runs
+// beside the loop, which never waits for it; a shorter bound only turns slow answers
+// into unknown outcomes and copies of the same commit in the log), at least
+// CallTimeout.
+func (l *Loop) commitTimeout() time.Duration {
+	ttl := time.Duration(l.cfg.Log.View().Lease.TTL) * time.Millisecond
+	return max(l.cfg.CallTimeout, ttl/3)
 }
 
 // collect takes the answers of finished proposals.

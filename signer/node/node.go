@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -152,7 +151,11 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	var cluster *transport.Cluster
 	n, err := assemble(cfg, Parts{ID: id, Raft: trans, Net: func(r *raft.Raft, h Handlers) (Network, error) {
-		c, err := transport.NewCluster(host, r, h.Apply, transport.ClusterConfig{Logger: cfg.Logger.With("node", shortID(id))})
+		c, err := transport.NewCluster(host, r, h.Apply, transport.ClusterConfig{Logger: cfg.Logger.With("node", shortID(id)),
+			Barrier: h.Barrier,
+			OnCall: func(ctx context.Context, from peer.ID, payload []byte) ([]byte, error) {
+				return h.Call(ctx, from.String(), payload)
+			}})
 		if err != nil {
 			return nil, err
 		}
@@ -366,20 +369,14 @@ func (c clusterNet) Propose(ctx context.Context, entry []byte) ([]byte, error) {
 	return c.c.Propose(ctx, entry)
 }
 
-func (c clusterNet) Barrier(ctx context.Context) (uint64, error) {
-	out, err := c.c.Propose(ctx, []byte{barrierTag})
-	if err != nil {
-		return 0, err
-	}
-	if len(out) != 8 {
-		return 0, fmt.Errorf("barrier answer of %d bytes", len(out))
-	}
-	return binary.BigEndian.Uint64(out), nil
-}
+func (c clusterNet) Barrier(ctx context.Context) (uint64, error) { return c.c.Barrier(ctx) }
 
-// Call is not offered by this transport yet: submissions go through the log.
 func (c clusterNet) Call(ctx context.Context, to string, payload []byte) ([]byte, error) {
-	return nil, ErrUnsupported
+	p, err := peer.Decode(to)
+	if err != nil {
+		return nil, fmt.Errorf("%w: call %q: %w", ErrBadRequest, to, err)
+	}
+	return c.c.Call(ctx, p, payload)
 }
 
 func (c clusterNet) Close() error { return c.c.Close() }
@@ -674,10 +671,14 @@ func (n *Node) Leave(ctx context.Context) error {
 }
 
 // AllowJoin opens a join window until `until` for devices presenting token.
-// A node built by New has no join windows (it does nothing).
-func (n *Node) AllowJoin(token []byte, until time.Time) {
+// The window admits one device (an invite is single-use); AllowJoins admits up to
+// count. A node built by New has no join windows (it does nothing).
+func (n *Node) AllowJoin(token []byte, until time.Time) { n.AllowJoins(token, until, 1) }
+
+// AllowJoins opens a join window for up to count devices presenting token.
+func (n *Node) AllowJoins(token []byte, until time.Time, count int) {
 	if n.host != nil {
-		n.host.AllowJoin(token, until)
+		n.host.AllowJoins(token, until, count)
 	}
 }
 

@@ -28,7 +28,7 @@ func benchNodes(b *testing.B) (holder, follower *Node) {
 	first := startNode(b, cfg)
 	testutil.WaitFor(b, 10*time.Second, "leader", func() bool { return first.State().Raft.Role == "Leader" })
 	token := []byte("bench-token")
-	first.AllowJoin(token, time.Now().Add(time.Minute))
+	first.AllowJoins(token, time.Now().Add(time.Minute), 2)
 	nodes := []*Node{first}
 	for i := 1; i < 3; i++ {
 		cfg := nodeConfig(b, filepath.Join(root, fmt.Sprint(i)), psk, key)

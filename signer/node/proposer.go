@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -33,11 +32,6 @@ var (
 	_ election.AppliedWaiter = (*proposer)(nil)
 	_ signer.ChainLog        = (*proposer)(nil)
 )
-
-// barrierTag is the one-byte request the leader's apply function answers with its
-// Raft barrier index. Encoded entries start with intentlog.CodecVersion, so the two
-// never collide.
-const barrierTag byte = 0xBA
 
 func (p *proposer) View() intentlog.View { return p.log.View() }
 
@@ -120,23 +114,13 @@ func leaderErr(err error) error {
 	return err
 }
 
-// applyOnLeader is the Cluster's ApplyFunc: a Raft barrier for a barrier request,
-// otherwise the encoded entry through the local log. Not-leader errors are mapped to
+// applyOnLeader is the Cluster's ApplyFunc: the encoded entry through the local log. Not-leader errors are mapped to
 // the ones the Cluster retries at the new leader.
 func (n *Node) applyOnLeader(ctx context.Context, b []byte) ([]byte, error) {
 	if n.killed.Load() {
 		return nil, fmt.Errorf("%w: %w", transport.ErrNotLeader, ErrStopped)
 	}
-	var out []byte
-	var err error
-	if len(b) == 1 && b[0] == barrierTag {
-		var idx uint64
-		if idx, err = n.log.Barrier(ctx); err == nil {
-			out = binary.BigEndian.AppendUint64(nil, idx)
-		}
-	} else {
-		out, err = n.log.ApplyEncoded(ctx, b)
-	}
+	out, err := n.log.ApplyEncoded(ctx, b)
 	if err != nil {
 		return nil, leaderErr(err)
 	}

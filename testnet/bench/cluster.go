@@ -94,7 +94,7 @@ func StartCluster(ctx context.Context, cc ClusterConfig) (*Cluster, error) {
 		}
 		c.apis = append(c.apis, srv)
 		if i == 0 {
-			n.AllowJoin(token, time.Now().Add(time.Hour))
+			n.AllowJoins(token, time.Now().Add(time.Hour), 2)
 		}
 		// Restarts reuse the port: the others' address books hold it.
 		cfg.ListenAddrs = []string{listenAddr(n.Addrs())}
