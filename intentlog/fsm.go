@@ -110,8 +110,21 @@ func newFSM(dir string, verify CommitVerifier, k *knobs.Intentlog) (*FSM, error)
 		return nil, err
 	}
 	f.db = db
-	if err := f.loadHot(); err != nil {
+	err = f.loadHot()
+	if errors.Is(err, ErrCorrupt) {
+		// The meta record or the counters do not verify: set the file aside (never
+		// repair it) and start empty, to be rebuilt from the snapshot and the log.
 		db.Close()
+		if _, err := setAside(f.path, "corrupt"); err != nil {
+			return nil, err
+		}
+		if f.db, err = openState(f.path); err != nil {
+			return nil, err
+		}
+		err = f.loadHot()
+	}
+	if err != nil {
+		f.db.Close()
 		return nil, err
 	}
 	return f, nil
@@ -119,13 +132,30 @@ func newFSM(dir string, verify CommitVerifier, k *knobs.Intentlog) (*FSM, error)
 
 func (f *FSM) loadHot() error {
 	return f.db.View(func(tx *bolt.Tx) error {
-		m, err := decodeMeta(tx.Bucket(bMeta).Get(keyState))
+		m, err := readMeta(tx)
 		if err != nil {
 			return fmt.Errorf("load state: %w", err)
 		}
-		f.hot.Store(&hotState{view: viewOf(m), configIdx: m.ConfigIndex, rejections: readRejections(tx)})
+		rej, err := readRejections(tx)
+		if err != nil {
+			return fmt.Errorf("load state: %w", err)
+		}
+		f.hot.Store(&hotState{view: viewOf(m), configIdx: m.ConfigIndex, rejections: rej})
 		return nil
 	})
+}
+
+// openValue verifies a stored value read outside the apply. A value that does not
+// verify is never served: it raises the halting fault (the state cannot be trusted any
+// more) and returns it, naming state.db and the key.
+func (f *FSM) openValue(bucket, key, stored []byte) ([]byte, error) {
+	p, err := openStored(bucket, key, stored)
+	if err != nil {
+		fe := &FaultError{File: StateFile, Index: f.View().AppliedIndex, Key: keyName(bucket, key), Halted: true, Err: err}
+		f.raise(fe)
+		return nil, fe
+	}
+	return p, nil
 }
 
 func viewOf(m metaState) View {

@@ -158,7 +158,11 @@ func (h *harness) pending() []Intent {
 	err := h.f.read(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bPending).Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
-			in, err := decodeIntentValue(v)
+			p, err := unseal(bPending, k, v)
+			if err != nil {
+				return err
+			}
+			in, err := decodeIntentValue(p)
 			if err != nil {
 				return err
 			}
