@@ -99,6 +99,9 @@ func newFSM(dir string, verify CommitVerifier, k *knobs.Intentlog) (*FSM, error)
 	if err := prepareState(f.path); err != nil {
 		return nil, err
 	}
+	if err := checkStateFile(f.path); err != nil { // a bad one is set aside, rebuilt
+		return nil, err
+	}
 	db, err := openState(f.path)
 	if errors.Is(err, errOldLayout) {
 		if _, err = setAside(f.path, "old-layout"); err != nil {

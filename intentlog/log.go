@@ -142,6 +142,11 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
 
+	// raft.db is checked before anything starts: Raft must never run on a log whose
+	// entries changed (see integrity.go); a bad state.db is set aside by newFSM.
+	if err := checkRaftFile(cfg.Dir); err != nil {
+		return nil, fmt.Errorf("open: %w", err)
+	}
 	fsm, err := newFSM(cfg.Dir, cfg.Verify, cfg.Knobs)
 	if err != nil {
 		return nil, err
