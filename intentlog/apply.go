@@ -17,20 +17,21 @@ import (
 // reads nothing but the entries and the transaction: no clock, no randomness, no map
 // iteration (the rejection deltas are a map but are only written key by key).
 type applier struct {
-	tx       *bolt.Tx
-	verify   CommitVerifier
-	knobs    knobs.Intentlog
-	histMax  uint64
-	maxPend  uint64 // MaxPending (tests lower it)
-	budget   int    // dedupe evictions left for the current entry (evictPerEntry)
-	m        metaState
-	out      []any             // results, one per entry of the batch
-	pos      int               // position in the batch of the entry being applied
-	cur      uint64            // its Raft index
-	rej      map[Reason]uint64 // rejection counts after this batch (copy of the stored ones)
-	rejDirty bool
-	events   []Event
-	changed  bool
+	tx                      *bolt.Tx
+	verify                  CommitVerifier
+	knobs                   knobs.Intentlog
+	histMax                 uint64
+	maxPend                 uint64 // MaxPending (tests lower it)
+	digestEvery, digestKeep uint64 // DigestEvery, DigestKeep (tests lower them)
+	budget                  int    // dedupe evictions left for the current entry (evictPerEntry)
+	m                       metaState
+	out                     []any             // results, one per entry of the batch
+	pos                     int               // position in the batch of the entry being applied
+	cur                     uint64            // its Raft index
+	rej                     map[Reason]uint64 // rejection counts after this batch (copy of the stored ones)
+	rejDirty                bool
+	events                  []Event
+	changed                 bool
 }
 
 func (a *applier) apply(l *raft.Log) any {
@@ -47,6 +48,7 @@ func (a *applier) apply(l *raft.Log) any {
 	switch l.Type {
 	case raft.LogConfiguration:
 		a.storeConfiguration(l.Index, raft.DecodeConfiguration(l.Data))
+		a.digest(l, true, "", false)
 		return nil
 	case raft.LogCommand:
 	default:
@@ -60,14 +62,18 @@ func (a *applier) apply(l *raft.Log) any {
 		a.halt(&FaultError{File: RaftFile, Index: l.Index, Key: "logs/" + strconv.FormatUint(l.Index, 10), Halted: true, Err: err})
 	}
 	if err != nil {
-		return a.reject(l.Index, ReasonMalformed)
+		res := a.reject(l.Index, ReasonMalformed)
+		a.digest(l, false, res.Reason, false)
+		return res
 	}
 	a.budget = evictPerEntry
 	res := a.command(l, e)
 	if res.Accepted {
-		// Only after an accepted entry: a rejected one changes nothing but its counter.
+		// Only after an accepted entry: a rejected one changes nothing but its counter
+		// (and the applied index and the digest).
 		a.evictExpired()
 	}
+	a.digest(l, res.Accepted, res.Reason, !isV1(e))
 	return res
 }
 

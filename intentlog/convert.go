@@ -23,7 +23,10 @@ func convertible(v byte) bool { return v == layoutVersion || v == minLayoutVersi
 
 // bucketsOf returns the buckets a snapshot of layout v holds, in dump order.
 func bucketsOf(v byte) [][]byte {
-	return allBuckets // unchanged so far
+	if v == 1 {
+		return [][]byte{bChain, bDedupe, bDedupeOrder, bHistory, bMembers, bMeta, bPending, bRecords, bRejections}
+	}
+	return allBuckets
 }
 
 // loadValue returns the value to store for bucket/key of a snapshot of layout v:
@@ -109,6 +112,7 @@ func convertMetaV1(tx *bolt.Tx, value []byte, verify CommitVerifier) ([]byte, er
 		}
 	}
 	// Layout 4: log time stays 0 (version-1 entries do not keep it). Layout 5: sealed.
+	// Layout 6: the digest has not started (a log's version-1 prefix is not digested).
 	return m.encode(), nil
 }
 

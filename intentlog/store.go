@@ -25,8 +25,9 @@ var (
 	bHistory     = []byte("history")      // u64 event number -> encoded LeaseEvent
 	bMembers     = []byte("members")      // server id -> suffrage byte + address
 	bRejections  = []byte("rejections")   // reason -> u64 count
+	bDigests     = []byte("digests")      // u64 index -> state digest checkpoint (32 bytes)
 
-	allBuckets = [][]byte{bChain, bDedupe, bDedupeOrder, bHistory, bMembers, bMeta,
+	allBuckets = [][]byte{bChain, bDedupe, bDedupeOrder, bDigests, bHistory, bMembers, bMeta,
 		bPending, bRecords, bRejections} // sorted by name
 
 	keyState = []byte("state")
@@ -47,8 +48,11 @@ type metaState struct {
 	ConfigIndex uint64 // index of the applied membership configuration
 	Chain       string // chain DID (the genesis's, or fixed by the first commit)
 	Genesis     Genesis
-	LogTime     int64 // unix ms: the latest timestamp of an accepted version-2 entry that carries one
-	TimeOrigin  int64 // the first nonzero log time (IDs remembered before it count from it)
+	LogTime     int64    // unix ms: the latest timestamp of an accepted version-2 entry that carries one
+	TimeOrigin  int64    // the first nonzero log time (IDs remembered before it count from it)
+	DigestIndex uint64   // the last entry the digest covers (0: not started)
+	Digest      [32]byte // the rolling digest of the applied entries (digest.go)
+	DigestCount uint64   // checkpoints kept in bDigests
 }
 
 // layoutVersion is the version of state.db's layout and of the snapshot format (the
@@ -60,10 +64,11 @@ type metaState struct {
 //	3  the chain DID and the genesis in meta
 //	4  log time; dedupe entries carry log time and commit hash
 //	5  every stored value is checksummed (see seal; chain values carry their hash)
+//	6  the rolling state digest and its checkpoints
 //
 // A state.db of an older layout is set aside and rebuilt from the snapshot and the log
 // (see NewFSM); a snapshot of an older layout is converted on restore (convert.go).
-const layoutVersion = 5
+const layoutVersion = 6
 
 // encode returns the stored (sealed) form of the meta record.
 func (m *metaState) encode() []byte {
@@ -80,6 +85,9 @@ func (m *metaState) encode() []byte {
 	encodeGenesis(w, m.Genesis)
 	w.varint(m.LogTime)
 	w.varint(m.TimeOrigin)
+	w.uvarint(m.DigestIndex)
+	w.b = append(w.b, m.Digest[:]...)
+	w.uvarint(m.DigestCount)
 	return seal(bMeta, keyState, w.b)
 }
 
@@ -142,6 +150,9 @@ func decodeMeta(stored []byte) (metaState, error) {
 	m.Genesis = decodeGenesis(r)
 	m.LogTime = r.varint()
 	m.TimeOrigin = r.varint()
+	m.DigestIndex = r.uvarint()
+	m.Digest = r.hash32()
+	m.DigestCount = r.uvarint()
 	return m, r.done()
 }
 
@@ -336,7 +347,7 @@ func readMeta(tx *bolt.Tx) (metaState, error) {
 // big-endian) keys as numbers and the others quoted.
 func keyName(bucket, key []byte) string {
 	switch string(bucket) {
-	case string(bPending), string(bChain), string(bDedupeOrder), string(bHistory):
+	case string(bPending), string(bChain), string(bDedupeOrder), string(bHistory), string(bDigests):
 		if len(key) == 8 {
 			return fmt.Sprintf("%s/%d", bucket, keyU64(key))
 		}
