@@ -44,6 +44,7 @@ func init() {
 		{"tail", "follow commits as they are applied, one line each", cmdTail},
 		{"export", "write the chain as NDJSON (verify it with `baton verify`)", cmdExport},
 		{"verify", "verify an exported chain", cmdVerify},
+		{"repair", "re-sync a device whose Raft log or state is corrupt (it must be stopped)", cmdRepair},
 		{"lease", "release, transfer or steal the lease; show its history", cmdLease},
 		{"demo", "three devices in one process: watch a failover", cmdDemo},
 		{"drill", "run a failover drill (testnet)", cmdDrill},

@@ -120,8 +120,11 @@ type Node struct {
 	loopDone chan struct{}
 
 	killed atomic.Bool // Kill: nothing more leaves this node
-	// identityErr is set when the applied genesis disagrees with this device.
-	identityErr atomic.Pointer[error]
+	// identityErr is set when the applied genesis disagrees with this device;
+	// divergence when its state differs from the others' (see Health).
+	identityErr  atomic.Pointer[error]
+	divergence   atomic.Pointer[error]
+	digestChecks atomic.Uint64
 
 	stopOnce sync.Once
 	stopErr  error
@@ -320,7 +323,8 @@ func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err er
 	n.batch = newBatcher(n)
 	if cfg.ChainKey != nil {
 		n.loop, err = signer.NewLoop(signer.LoopConfig{Self: parts.ID, Key: cfg.ChainKey, Lease: n.lease,
-			Log: n.prop, Clock: cfg.Clock, Tick: cfg.Tick, Logger: n.logger})
+			Log: n.prop, Clock: cfg.Clock, Tick: cfg.Tick, Logger: n.logger,
+			Healthy: n.Health, Diverged: n.diverge})
 		if err != nil {
 			return nil, err
 		}
@@ -332,7 +336,11 @@ func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err er
 // genesis keeper and the signer loop. bootstrapped: this device just bootstrapped a
 // new cluster (it writes the genesis).
 func (n *Node) run(bootstrapped bool) {
-	n.wg.Add(3)
+	n.wg.Add(4)
+	go func() {
+		defer n.wg.Done()
+		n.keepChecking(DigestCheckEvery)
+	}()
 	go func() {
 		defer n.wg.Done()
 		n.keepGenesis(bootstrapped, func(err error) {

@@ -21,6 +21,10 @@ type State struct {
 	Bytes   int64       `json:"pending_bytes"`
 	Members int         `json:"members"`
 	Loop    LoopSummary `json:"loop"`
+	// Healthy is false while this device must not sign (Health); Problem says why
+	// and how to recover.
+	Healthy bool   `json:"healthy"`
+	Problem string `json:"problem,omitempty"`
 	// SuspectedSkew reports that this device's wall clock disagreed with a lease
 	// record it observed (see election.Stats.SkewSuspicions).
 	SuspectedSkew bool   `json:"suspected_skew"`
@@ -85,7 +89,10 @@ func (n *Node) State() State {
 	r := n.log.Raft()
 	v := n.log.View()
 	st := State{ID: n.ID(), Chain: n.cfg.Chain, Signer: n.cfg.ChainKey != nil,
-		Pending: v.Pending, Bytes: v.PendingBytes}
+		Pending: v.Pending, Bytes: v.PendingBytes, Healthy: true}
+	if err := n.Health(); err != nil {
+		st.Healthy, st.Problem = false, err.Error()
+	}
 	_, lid := r.LeaderWithID()
 	st.Raft = RaftState{Role: r.State().String(), Leader: string(lid), Term: r.CurrentTerm(),
 		CommitIndex: r.CommitIndex(), AppliedIndex: v.AppliedIndex, LastIndex: r.LastIndex(), LastContactMs: -1}
