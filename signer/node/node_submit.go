@@ -77,8 +77,16 @@ func ValidateIntent(in *intentlog.Intent) error {
 }
 
 // Submit submits one intent and returns once it is in the log (WaitCommitted) or
-// signed and applied locally (WaitSigned). The same ID again returns the original
-// result (Duplicate set). Without a deadline on ctx, DefaultSubmitTimeout applies.
+// signed and applied locally (WaitSigned). Without a deadline on ctx,
+// DefaultSubmitTimeout applies.
+//
+// Exactly once: the ID is the idempotency key. The replicated state remembers every
+// accepted ID and its original result for at least the cluster's retention (24 h by
+// default, in log time; an unsigned ID is never forgotten), so the same ID again, on
+// any device, returns the original result (Duplicate set) and the intent is in the
+// chain once. After any error (ErrTimeout, ErrNoQuorum, ErrStopped, a lost
+// connection) submit the same ID again to learn the outcome. After the retention a
+// resubmission may be a new intent.
 //
 // The route: on the lease holder the signer loop takes it into its next commit (one
 // Raft round: accepted and signed together); elsewhere it is forwarded to the holder
