@@ -19,6 +19,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/pnet"
 
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/internal/knobs"
 	"github.com/batonhq/baton/signer/chain"
 	"github.com/batonhq/baton/signer/node"
 	"github.com/batonhq/baton/transport"
@@ -311,7 +312,7 @@ func (c *Cluster) startDevice(ctx context.Context, d *Device, bootstrap bool) er
 	cfg := node.Config{DataDir: d.Dir, ListenAddrs: c.listenAddrs(d), PSK: c.psk, ChainKey: c.key,
 		Bootstrap: bootstrap, TTL: c.cfg.TTL, Tick: c.cfg.Tick, Clock: d.Clock,
 		Logger: c.cfg.Logger.With("device", d.Name), Raft: c.cfg.Raft,
-		Knobs: node.Knobs{BeforePropose: func(ctx context.Context, e intentlog.Entry) { d.gate.wait(ctx, e) }}}
+		Knobs: &knobs.Node{BeforePropose: func(ctx context.Context, e any) { d.gate.wait(ctx, e.(intentlog.Entry)) }}}
 	fresh := true
 	if _, err := os.Stat(filepath.Join(d.Dir, "raft.db")); err == nil {
 		fresh = false

@@ -16,6 +16,7 @@ import (
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/internal/knobs"
 	"github.com/batonhq/baton/signer"
 	"github.com/batonhq/baton/signer/chain"
 	"github.com/batonhq/baton/transport"
@@ -76,8 +77,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Raft optionally adjusts the raft.Config (tests: short election timeouts).
 	Raft func(*raft.Config)
-	// Knobs are testing hooks; the zero value has none.
-	Knobs Knobs
+	// Knobs are test hooks (package internal/knobs: only baton's own tests and
+	// simulator can set them); nil has none.
+	Knobs *knobs.Node
 }
 
 // JoinConfig says how a new device joins an existing cluster on its first start.
@@ -85,13 +87,6 @@ type JoinConfig struct {
 	Seeds    []string // p2p multiaddrs (with /p2p/<peer ID>) of members
 	Token    []byte   // the join window's token (from `baton invite`)
 	NonVoter bool     // join as a non-voter
-}
-
-// Knobs are testing hooks.
-type Knobs struct {
-	// BeforePropose is called before every proposal this node makes (intents, lease
-	// entries and commits); it may block (testnet freezes a device mid-flight).
-	BeforePropose func(ctx context.Context, e intentlog.Entry)
 }
 
 // Node is one baton device: libp2p host, Raft intent log, lease, signer loop and the
@@ -304,7 +299,7 @@ func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err er
 		return nil, err
 	}
 	n.log, err = intentlog.Open(intentlog.Config{Dir: cfg.DataDir, LocalID: raft.ServerID(parts.ID),
-		Verify: signer.Verifier(""), Logger: n.logger, Raft: cfg.Raft}, parts.Raft)
+		Verify: signer.Verifier(""), Logger: n.logger, Raft: cfg.Raft, Knobs: cfg.intentlogKnobs()}, parts.Raft)
 	if err != nil {
 		return nil, fmt.Errorf("intent log: %w", err)
 	}
@@ -314,7 +309,10 @@ func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err er
 		return nil, fmt.Errorf("network: %w", err)
 	}
 	closers = append(closers, n.net.Close)
-	n.prop = &proposer{log: n.log, net: n.net, before: cfg.Knobs.BeforePropose, killed: &n.killed}
+	n.prop = &proposer{log: n.log, net: n.net, killed: &n.killed}
+	if k := cfg.Knobs; k != nil && k.BeforePropose != nil {
+		n.prop.before = func(ctx context.Context, e intentlog.Entry) { k.BeforePropose(ctx, e) }
+	}
 	n.lease, err = election.New(n.prop, parts.ID, cfg.Clock, election.Options{TTL: cfg.TTL})
 	if err != nil {
 		return nil, fmt.Errorf("lease: %w", err)
@@ -388,6 +386,13 @@ func (c clusterNet) Call(ctx context.Context, to string, payload []byte) ([]byte
 }
 
 func (c clusterNet) Close() error { return c.c.Close() }
+
+func (c *Config) intentlogKnobs() *knobs.Intentlog {
+	if c.Knobs == nil {
+		return nil
+	}
+	return c.Knobs.Intentlog
+}
 
 // setDefaults validates c and fills in defaults; libp2p: for Start (a PSK is needed).
 func (c *Config) setDefaults(libp2p bool) error {
