@@ -322,23 +322,29 @@ func (l *Loop) step(ctx context.Context, s *signer) stepResult {
 		}
 	}
 	if u := s.firstUnsure(); u != nil {
-		// Proposals whose outcome is unknown go again, as they are and in order,
-		// before anything new is signed.
+		// Proposals whose outcome is unknown go again, as they are and in order
+		// (each once the one before it is queued or answered), before anything new
+		// is signed; at the tick, never in a spin.
 		if !l.stillHolds(epoch) {
 			return stepWait
 		}
 		for _, c := range s.flight {
-			if c.unsure && !c.proposing {
-				if mono-c.lastSent < l.cfg.Tick {
-					continue // at the tick, never in a spin
-				}
-				l.count(func(st *LoopStats) { st.Reproposed++ })
-				if !l.propose(ctx, s, c) {
-					return stepRetry
-				}
+			if c.proposing && !c.enqueued() {
+				break // the one before is on its way: keep the order
 			}
+			if !c.unsure || c.proposing {
+				continue
+			}
+			if mono-c.lastSent < l.cfg.Tick {
+				break
+			}
+			l.count(func(st *LoopStats) { st.Reproposed++ })
+			if !l.propose(ctx, s, c) {
+				return stepRetry
+			}
+			break
 		}
-		return stepRetry // look again at the tick, not at every applied change
+		return stepRetry
 	}
 	if len(s.flight) >= l.cfg.MaxInFlight || s.awaiting() {
 		return stepWait
