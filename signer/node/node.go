@@ -76,6 +76,7 @@ type Config struct {
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Raft optionally adjusts the raft.Config (tests: short election timeouts).
+	// Default: RaftTimeouts(TTL).
 	Raft func(*raft.Config)
 	// Knobs are test hooks (package internal/knobs: only baton's own tests and
 	// simulator can set them); nil has none.
@@ -387,6 +388,21 @@ func (c clusterNet) Call(ctx context.Context, to string, payload []byte) ([]byte
 
 func (c clusterNet) Close() error { return c.c.Close() }
 
+// RaftTimeouts returns the Raft timing a node uses by default for a lease TTL: a
+// heartbeat and election timeout of TTL/5 (1 s to 5 s), the leader lease half of it.
+// A failover waits a whole TTL for the lease to lapse anyway, and the Raft election
+// after a leader's death runs inside that wait, so longer Raft timeouts cost a
+// failover nothing while they cut the heartbeats (HeartbeatTimeout/10 apart, to each
+// follower) that are most of an idle leader's CPU.
+func RaftTimeouts(ttl time.Duration) func(*raft.Config) {
+	t := min(max(ttl/5, time.Second), 5*time.Second)
+	return func(c *raft.Config) {
+		c.HeartbeatTimeout = t
+		c.ElectionTimeout = t
+		c.LeaderLeaseTimeout = t / 2
+	}
+}
+
 func (c *Config) intentlogKnobs() *knobs.Intentlog {
 	if c.Knobs == nil {
 		return nil
@@ -437,6 +453,9 @@ func (c *Config) setDefaults(libp2p bool) error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Raft == nil {
+		c.Raft = RaftTimeouts(c.TTL)
 	}
 	return nil
 }
