@@ -3,6 +3,7 @@ package testnet
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -49,6 +50,12 @@ func runDrillTest(t *testing.T, name string) Report {
 	}
 	if c.Acked == 0 || rep.Counts.Acked != c.Acked || c.Commits == 0 {
 		t.Fatalf("no load checked: counts %+v, acked %d, commits %d", rep.Counts, c.Acked, c.Commits)
+	}
+	if !c.RaftRead || c.Signed < c.Commits || c.Equivocations != 0 || c.Unverified != 0 {
+		t.Fatalf("raft logs: read %v, signed %d < commits %d, equivocations %d, unverified %d", c.RaftRead, c.Signed, c.Commits, c.Equivocations, c.Unverified)
+	}
+	if len(rep.Rounds) == 0 || rep.Summary.Faults != len(rep.Rounds) {
+		t.Fatalf("rounds %d, summary %+v", len(rep.Rounds), rep.Summary)
 	}
 	if len(rep.Holds) == 0 || len(rep.Growth) == 0 || len(rep.Devices) < 3 {
 		t.Fatalf("timeline empty: holds %d growth %d devices %d", len(rep.Holds), len(rep.Growth), len(rep.Devices))
@@ -139,8 +146,8 @@ func TestDrillChurn(t *testing.T) {
 	rep := runDrillTest(t, "churn")
 	hasEvent(t, rep, EventJoin)
 	hasEvent(t, rep, EventLeave)
-	if len(rep.Devices) != 4 {
-		t.Fatalf("devices %d, want 4 (one joined)", len(rep.Devices))
+	if len(rep.Devices) != 3 {
+		t.Fatalf("devices %d, want 3 (the slot that left rejoined)", len(rep.Devices))
 	}
 }
 
@@ -152,5 +159,31 @@ func TestLookupScenario(t *testing.T) {
 		if _, err := LookupScenario(n); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestDrillLoad is the fault-free load drill: every device submits at once, and
+// every commit the chain key signs must be applied. Today's commit path signs on a
+// prediction of the pending queue, so interleaved entries from other devices make the
+// holder sign a second commit for one seq: the test fails (equivocation and
+// refused_signature findings) until the one-round commit path lands. Turn it on with
+// BATON_TEST_LOAD=1.
+func TestDrillLoad(t *testing.T) {
+	if os.Getenv("BATON_TEST_LOAD") == "" {
+		t.Skip("fails until the one-round commit path lands (issue 12); BATON_TEST_LOAD=1 runs it")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var progress syncBuf
+	rep, err := RunScenario(ctx, DrillConfig{Scenario: "load", Rounds: 1, Seed: 1, LoadRate: 100, Dir: t.TempDir(), Progress: &progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rep.Check
+	if !rep.OK || c.Equivocations != 0 || c.Refused != 0 {
+		t.Fatalf("fault-free load: equivocations %d, signed-but-refused %d, rejections %v\n%s", c.Equivocations, c.Refused, rep.Rejections, progress.String())
+	}
+	if c.Signed != c.Commits || c.Acked == 0 {
+		t.Fatalf("signed %d, applied %d, acked %d", c.Signed, c.Commits, c.Acked)
 	}
 }
