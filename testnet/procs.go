@@ -508,21 +508,34 @@ func (pc *ProcCluster) Transfer(ctx context.Context, d, to *Device) error {
 	return nil
 }
 
-// stopAll stops every process (holder first, SIGTERM then SIGKILL) and the recorder,
-// reading each stopped device's Raft log.
+// stopAll stops every process (SIGTERM then SIGKILL) and the recorder, reading each
+// stopped device's Raft log: the holder first, alone (its release needs a quorum),
+// then the others at once.
 func (pc *ProcCluster) stopAll() error {
 	var errs []error
-	ds := pc.Devices()
-	if h, _, ok := pc.Holder(); ok {
-		ds = append([]*Device{h}, ds...)
-	}
-	for _, d := range ds {
-		if d.proc.alive() {
-			if err := pc.terminate(d); err != nil {
-				errs = append(errs, err)
-			}
+	var mu sync.Mutex
+	stop := func(d *Device) {
+		if err := pc.terminate(d); err != nil {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
 		}
 	}
+	h, _, held := pc.Holder()
+	if held {
+		stop(h)
+	}
+	var wg sync.WaitGroup
+	for _, d := range pc.Devices() {
+		if d.proc.alive() && !(held && d == h) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				stop(d)
+			}()
+		}
+	}
+	wg.Wait()
 	pc.stopRecorder()
 	return errors.Join(errs...)
 }
