@@ -167,16 +167,7 @@ func (d *Drill) status(force bool) {
 	}
 	n, last := len(d.rounds), d.lastFail
 	d.mu.Unlock()
-	var ks []string
-	for k := range byKind {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	var parts []string
-	for _, k := range ks {
-		parts = append(parts, fmt.Sprintf("%s %d", k, byKind[k]))
-	}
-	line := fmt.Sprintf("faults %d (%s)", n, strings.Join(parts, ", "))
+	line := fmt.Sprintf("faults %d (%s)", n, joinCounts(byKind, "%s %d", ", "))
 	if last != nil {
 		line += fmt.Sprintf(" · last failover #%d %s e%d→e%d %s", last.N, last.Kind, last.FromEpoch, last.ToEpoch, fmtDur(last.Failover))
 	}
@@ -472,16 +463,17 @@ func refusedByText(m map[string]int) string {
 	if len(m) == 0 {
 		return ""
 	}
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
+	return " (" + joinCounts(m, "%s %d", ", ") + ")"
+}
+
+// joinCounts formats m's entries with format (key, count), sorted by key, joined
+// by sep.
+func joinCounts[V int | uint64](m map[string]V, format, sep string) string {
 	var parts []string
-	for _, k := range ks {
-		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	for _, k := range sortedKeys(m) {
+		parts = append(parts, fmt.Sprintf(format, k, m[k]))
 	}
-	return " (" + strings.Join(parts, ", ") + ")"
+	return strings.Join(parts, sep)
 }
 
 // failoversText lists the chain's failovers, or summarises them when there are more
@@ -553,15 +545,4 @@ func failoverText(f Failover) string {
 	return s
 }
 
-func fmtRejections(m map[string]uint64) string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	var parts []string
-	for _, k := range ks {
-		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
-	}
-	return strings.Join(parts, " ")
-}
+func fmtRejections(m map[string]uint64) string { return joinCounts(m, "%s=%d", " ") }

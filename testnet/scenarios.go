@@ -135,7 +135,12 @@ func faultKill(ctx context.Context, d *Drill, onHolder bool) error {
 		return err
 	}
 	r := d.begin(FaultKill, t, isHolder, ep)
-	err = d.Net.Kill(t)
+	return d.back(ctx, r, t, isHolder, d.Net.Kill(t))
+}
+
+// back ends a round whose fault took t down (err: how that went): a takeover when t
+// held the lease, t's restart from its data dir, its catch-up.
+func (d *Drill) back(ctx context.Context, r *Round, t *Device, isHolder bool, err error) error {
 	if err == nil && isHolder {
 		err = d.takeover(ctx, r, t)
 	}
@@ -172,17 +177,34 @@ func faultPause(ctx context.Context, d *Drill, onHolder bool) error {
 	return d.end(r, err)
 }
 
-func faultPartition(ctx context.Context, d *Drill, _ bool) error {
-	p, ok := d.Net.(Partitioner)
-	if !ok {
-		return fmt.Errorf("%w: partitions need an in-process network", ErrProcsUnavailable)
-	}
+// holderAndRest waits for the holder and returns it with the other running devices
+// in a seeded random order.
+func (d *Drill) holderAndRest(ctx context.Context) (*Device, uint64, []*Device, error) {
 	h, ep, err := d.holder(ctx)
 	if err != nil {
-		return err
+		return nil, 0, nil, err
 	}
 	rest := d.others(h)
 	d.Rand.Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
+	return h, ep, rest, nil
+}
+
+func (d *Drill) partitioner() (Partitioner, error) {
+	if p, ok := d.Net.(Partitioner); ok {
+		return p, nil
+	}
+	return nil, fmt.Errorf("%w: partitions need an in-process network", ErrProcsUnavailable)
+}
+
+func faultPartition(ctx context.Context, d *Drill, _ bool) error {
+	p, err := d.partitioner()
+	if err != nil {
+		return err
+	}
+	h, ep, rest, err := d.holderAndRest(ctx)
+	if err != nil {
+		return err
+	}
 	// The holder's side stays a minority: with n running devices it gets (n-1)/2 - 1
 	// companions at most, so the other side keeps a quorum.
 	minority := []*Device{h}
@@ -204,19 +226,15 @@ func faultPartition(ctx context.Context, d *Drill, _ bool) error {
 // faultPartial cuts the holder from one standby only: both still reach the others,
 // so the holder keeps a quorum; whether the lease moves is up to Raft and the lease.
 func faultPartial(ctx context.Context, d *Drill, _ bool) error {
-	p, ok := d.Net.(Partitioner)
-	if !ok {
-		return fmt.Errorf("%w: partitions need an in-process network", ErrProcsUnavailable)
-	}
-	h, ep, err := d.holder(ctx)
+	p, err := d.partitioner()
 	if err != nil {
 		return err
 	}
-	rest := d.others(h)
-	if len(rest) < 2 {
-		return nil
+	h, ep, rest, err := d.holderAndRest(ctx)
+	if err != nil || len(rest) < 2 {
+		return err
 	}
-	x := rest[d.Rand.Intn(len(rest))]
+	x := rest[0]
 	r := d.begin(FaultPartial, h, true, ep)
 	p.Cut([2]*Device{h, x})
 	d.pace(ctx, 3*d.Net.TTL()/2)
@@ -235,15 +253,10 @@ func faultSkew(ctx context.Context, d *Drill, _ bool) error {
 	if !ok {
 		return fmt.Errorf("%w: clock skew needs an in-process network", ErrProcsUnavailable)
 	}
-	h, ep, err := d.holder(ctx)
-	if err != nil {
+	h, ep, rest, err := d.holderAndRest(ctx)
+	if err != nil || len(rest) == 0 {
 		return err
 	}
-	rest := d.others(h)
-	if len(rest) == 0 {
-		return nil
-	}
-	d.Rand.Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
 	ttl := d.Net.TTL()
 	skewed := rest[0]
 	off := 3 * ttl / 2
@@ -258,29 +271,17 @@ func faultSkew(ctx context.Context, d *Drill, _ bool) error {
 	}
 	// Let the standbys observe the skewed lease for a while (renewals continue).
 	d.pace(ctx, ttl)
-	h, ep, err = d.holder(ctx)
-	var r *Round
-	if err == nil {
-		r = d.begin(FaultSkew, h, true, ep)
-		err = d.Net.Kill(h)
-		if err == nil {
-			err = d.takeover(ctx, r, h)
+	defer func() { // restored after the round, whatever happened
+		cc.Skew(skewed, 0)
+		if drifting != nil {
+			cc.Drift(drifting, 1)
 		}
-		if err == nil {
-			err = d.Net.Restart(ctx, h)
-		}
-		if err == nil {
-			err = d.catchUp(ctx, h)
-		}
-	}
-	cc.Skew(skewed, 0)
-	if drifting != nil {
-		cc.Drift(drifting, 1)
-	}
-	if r == nil {
+	}()
+	if h, ep, err = d.holder(ctx); err != nil {
 		return err
 	}
-	return d.end(r, err)
+	r := d.begin(FaultSkew, h, true, ep)
+	return d.back(ctx, r, h, true, d.Net.Kill(h))
 }
 
 // faultRestart stops a device gracefully and starts it again.
@@ -297,16 +298,7 @@ func (d *Drill) restartOne(ctx context.Context, t *Device, ep uint64, isHolder b
 	sctx, cancel := context.WithTimeout(ctx, 2*d.Net.TTL()+10*time.Second)
 	err := d.Net.Stop(sctx, t)
 	cancel()
-	if err == nil && isHolder {
-		err = d.takeover(ctx, r, t)
-	}
-	if err == nil {
-		err = d.Net.Restart(ctx, t)
-	}
-	if err == nil {
-		err = d.catchUp(ctx, t)
-	}
-	return d.end(r, err)
+	return d.back(ctx, r, t, isHolder, err)
 }
 
 func stepRollingRestart(ctx context.Context, d *Drill, _ int) error {
