@@ -171,6 +171,37 @@ func (r *Report) Finish() {
 	r.Counts.Intents = r.Check.Intents
 	r.Counts.Failovers = len(r.Check.Failovers)
 	r.Summary = summarise(r)
+	r.Growth = thinGrowth(r.Growth, r.Summary.Worst, r.Started, r.Finished)
+}
+
+// maxGrowth bounds the growth points a report keeps outside the worst rounds.
+const maxGrowth = 4000
+
+// thinGrowth keeps every point around the worst rounds (their zoomed timelines) and
+// every epoch change, and elsewhere about maxGrowth points spread evenly.
+func thinGrowth(ps []Point, worst []Round, from, to time.Time) []Point {
+	if len(ps) <= 2*maxGrowth || !to.After(from) {
+		return ps
+	}
+	keep := func(t time.Time) bool {
+		for _, w := range worst {
+			if !t.Before(w.At.Add(-2*time.Second)) && !t.After(w.At.Add(w.Took+2*time.Second)) {
+				return true
+			}
+		}
+		return false
+	}
+	bucket := to.Sub(from) / maxGrowth
+	var out []Point
+	for i, p := range ps {
+		n := len(out)
+		if i == 0 || keep(p.At) || out[n-1].Epoch != p.Epoch || p.At.Sub(out[n-1].At) >= bucket || i == len(ps)-1 {
+			out = append(out, p)
+		} else if n > 1 && out[n-2].Epoch == p.Epoch && !keep(out[n-1].At) {
+			out[n-1] = p // a busy stretch: its last point stands for it
+		}
+	}
+	return out
 }
 
 // label returns the label of the device named name (the name itself if unknown).

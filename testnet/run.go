@@ -123,8 +123,8 @@ func (d *Drill) begin(kind string, t *Device, isHolder bool, ep uint64) *Round {
 	return &Round{N: n, Kind: kind, Device: t.Label(), Holder: isHolder, At: time.Now(), FromEpoch: ep}
 }
 
-// end closes a round: it is recorded with its outcome, the Raft logs the network can
-// read now are read, and a long drill prints its status line when due.
+// end closes a round: it is recorded with its outcome and the Raft logs the network
+// can read now are read.
 func (d *Drill) end(r *Round, err error) error {
 	r.Took = time.Since(r.At)
 	if err != nil {
@@ -141,8 +141,25 @@ func (d *Drill) end(r *Round, err error) error {
 	if r.Over && !d.compact {
 		d.Logf("round %d: failover %s is over the bound %s", r.N, fmtDur(r.Failover), fmtDur(d.bound(r.Kind)))
 	}
-	d.status(false)
 	return err
+}
+
+// statusLoop prints the status line every statusEvery until ctx ends (compact
+// progress only).
+func (d *Drill) statusLoop(ctx context.Context) {
+	if !d.compact || d.cfg.Progress == nil {
+		return
+	}
+	tk := time.NewTicker(statusEvery)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+			d.status(false)
+		}
+	}
 }
 
 func (d *Drill) bound(kind string) time.Duration {
@@ -346,6 +363,9 @@ func RunScenario(ctx context.Context, cfg DrillConfig) (Report, error) {
 		d.Load, err = StartLoad(ctx, LoadConfig{Targets: net.LoadTargets(), Rate: cfg.LoadRate, Max: 1 << 30,
 			Timeout: 2*net.TTL() + 3*time.Second, Prefix: sc.Name})
 		fail(err)
+		sctx, stopStatus := context.WithCancel(ctx)
+		statusDone := make(chan struct{})
+		go func() { defer close(statusDone); d.statusLoop(sctx) }()
 		loopStart := time.Now()
 		for r := 0; rep.Error == "" && d.Load != nil && d.more(ctx, r, loopStart); r++ {
 			if !d.compact {
@@ -367,8 +387,10 @@ func RunScenario(ctx context.Context, cfg DrillConfig) (Report, error) {
 				fail(d.settle(ctx))
 			}
 			d.Load.Stop()
-			d.status(true)
 		}
+		stopStatus()
+		<-statusDone
+		d.status(true)
 	}
 	d.recover(ctx, fail)
 	cctx, cancel := context.WithTimeout(ctx, d.takeoverTimeout()+10*time.Second)
@@ -448,14 +470,23 @@ func (d *Drill) logVerdict(rep *Report) {
 	if len(rep.Rejections) > 0 {
 		d.Logf("fenced by the apply: %s", fmtRejections(rep.Rejections))
 	}
-	shown := 0
-	for _, f := range c.Findings {
-		if shown == 20 {
-			d.Logf("  ... and %d more findings (report.json)", len(c.Findings)-shown)
-			break
+	// The findings that fail the drill first, then the known ones, a few of each
+	// kind (all of them are in report.json).
+	shown := map[string]int{}
+	for _, known := range []bool{false, true} {
+		for _, f := range c.Findings {
+			if (f.Known != "") != known {
+				continue
+			}
+			if shown[f.Kind]++; shown[f.Kind] <= 5 {
+				d.Logf("  finding: %s", f)
+			}
 		}
-		d.Logf("  finding: %s", f)
-		shown++
+	}
+	for _, k := range sortedKeys(shown) {
+		if shown[k] > 5 {
+			d.Logf("  ... and %d more %s findings (report.json)", shown[k]-5, k)
+		}
 	}
 }
 
