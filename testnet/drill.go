@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -57,6 +58,7 @@ func DrillMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	duration := fs.Duration("duration", 0, "soak: inject random faults until this much time has passed (then drain and check)")
 	seed := fs.Int64("seed", 1, "seed of the drill's random choices")
 	out := fs.String("out", "drill-report", "directory for report.json and report.html")
+	dataDir := fs.String("dir", "", "keep the devices' data dirs (and process logs) under `DIR`/<scenario> (default: a temp dir, removed)")
 	rate := fs.Int("rate", 40, "load: intents per second (the load scenario: per device)")
 	procs := fs.Bool("procs", false, "run each device as a real `baton run` process")
 	bin := fs.String("bin", "", "baton binary for --procs (default: this executable)")
@@ -145,7 +147,11 @@ func DrillMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			mode = "processes"
 		}
 		fmt.Fprintf(stdout, "== %s (%d devices, %s, ttl %s, tick %s, %s, seed %d)\n", name, *nodes, mode, *ttl, *tick, how, *seed)
-		cfg := DrillConfig{Scenario: name, Nodes: *nodes, TTL: *ttl, Tick: *tick, Rounds: *rounds, Duration: *duration, Seed: *seed,
+		dir := ""
+		if *dataDir != "" {
+			dir = filepath.Join(*dataDir, name)
+		}
+		cfg := DrillConfig{Scenario: name, Dir: dir, Nodes: *nodes, TTL: *ttl, Tick: *tick, Rounds: *rounds, Duration: *duration, Seed: *seed,
 			LoadRate: *rate, Procs: *procs, Bin: *bin, Progress: stdout, Logger: logger, Strict: *strict}
 		rep, err := RunScenario(ctx, cfg)
 		if err != nil {

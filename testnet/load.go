@@ -2,12 +2,15 @@ package testnet
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/signer/api"
 	"github.com/batonhq/baton/signer/node"
 )
 
@@ -58,7 +61,8 @@ type Load struct {
 	retried   atomic.Int64
 	mu        sync.Mutex
 	acks      []Ack
-	fails     []time.Time // when each failed submission gave up
+	fails     []time.Time    // when each failed submission gave up
+	errs      map[string]int // failed submissions by the API's error code
 	cancel    context.CancelFunc
 	done      chan struct{}
 }
@@ -84,7 +88,7 @@ func StartLoad(ctx context.Context, cfg LoadConfig) (*Load, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = "load"
 	}
-	l := &Load{cfg: cfg, done: make(chan struct{})}
+	l := &Load{cfg: cfg, done: make(chan struct{}), errs: map[string]int{}}
 	ctx, l.cancel = context.WithCancel(ctx)
 	go l.run(ctx)
 	return l, nil
@@ -126,6 +130,7 @@ func (l *Load) one(ctx context.Context, i int) {
 	id := fmt.Sprintf("%s-%06d", l.cfg.Prefix, i)
 	in := intentlog.Intent{ID: id, Op: intentlog.OpPut, Path: "drill/" + id, Value: []byte(id)}
 	submitted := false
+	var lastErr error
 	for try := 0; try <= l.cfg.Retries && ctx.Err() == nil; try++ {
 		ts := l.cfg.Targets()
 		if len(ts) == 0 {
@@ -144,6 +149,7 @@ func (l *Load) one(ctx context.Context, i int) {
 		sctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 		res, err := t.Submitter.Submit(sctx, in, node.WaitCommitted)
 		cancel()
+		lastErr = err
 		if err == nil {
 			l.mu.Lock()
 			l.acks = append(l.acks, Ack{ID: id, At: time.Now(), Device: t.Device, Index: res.Index})
@@ -155,6 +161,7 @@ func (l *Load) one(ctx context.Context, i int) {
 		l.failed.Add(1)
 		l.mu.Lock()
 		l.fails = append(l.fails, time.Now())
+		l.errs[errorCode(lastErr)]++
 		l.mu.Unlock()
 	}
 }
@@ -179,8 +186,25 @@ func (l *Load) Acks() []Ack {
 func (l *Load) Counts() Counts {
 	l.mu.Lock()
 	acked := len(l.acks)
+	errs := maps.Clone(l.errs)
 	l.mu.Unlock()
-	return Counts{Submitted: int(l.submitted.Load()), Acked: acked, Failed: int(l.failed.Load()), Retried: int(l.retried.Load())}
+	return Counts{Submitted: int(l.submitted.Load()), Acked: acked, Failed: int(l.failed.Load()), Retried: int(l.retried.Load()), Errors: errs}
+}
+
+// errorCode names a failed submission's error the way the API does (timeout,
+// no_quorum, stopped, ...), whether it came over the socket or from a node.
+func errorCode(err error) string {
+	var ae *api.APIError
+	switch {
+	case err == nil:
+		return "none"
+	case errors.As(err, &ae):
+		return ae.Code
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	code, _ := api.Code(err)
+	return code
 }
 
 // loadSeries buckets the generators' acknowledgements and failures over [from, to]

@@ -129,6 +129,8 @@ type Counts struct {
 	Acked     int `json:"acked"`
 	Failed    int `json:"failed"`            // submissions that got an error (not acknowledged: allowed)
 	Retried   int `json:"retried,omitempty"` // resubmissions of a failed id (LoadConfig.Retries)
+	// Errors counts the failed submissions by the API's error code of their last try.
+	Errors map[string]int `json:"errors,omitempty"`
 	Commits   int `json:"commits"`
 	Intents   int `json:"intents"`
 	Failovers int `json:"failovers"`

@@ -411,6 +411,13 @@ func RunScenario(ctx context.Context, cfg DrillConfig) (Report, error) {
 		rep.Counts.Submitted += c.Submitted
 		rep.Counts.Acked += c.Acked
 		rep.Counts.Failed += c.Failed
+		rep.Counts.Retried += c.Retried
+		for k, v := range c.Errors {
+			if rep.Counts.Errors == nil {
+				rep.Counts.Errors = map[string]int{}
+			}
+			rep.Counts.Errors[k] += v
+		}
 	}
 	in.FaultFree, in.Strict = sc.FaultFree, cfg.Strict
 	rep.Check = Check(in)
@@ -460,7 +467,11 @@ func (d *Drill) logVerdict(rep *Report) {
 		verdict = "FAIL"
 	}
 	c := rep.Check
-	d.Logf("load: %d submitted, %d acknowledged, %d failed", rep.Counts.Submitted, rep.Counts.Acked, rep.Counts.Failed)
+	failed := ""
+	if len(rep.Counts.Errors) > 0 {
+		failed = " (" + joinCounts(rep.Counts.Errors, "%s %d", ", ") + ")"
+	}
+	d.Logf("load: %d submitted, %d acknowledged, %d failed%s", rep.Counts.Submitted, rep.Counts.Acked, rep.Counts.Failed, failed)
 	d.Logf("%s %s: %d commits, %d intents, %d acked, forks %d, lost %d, duplicates %d, invalid %d, failovers [%s]",
 		verdict, rep.Scenario, c.Commits, c.Intents, c.Acked, c.Forks, c.Lost, c.Dupes, c.Invalid, failoversText(rep, 4))
 	if c.RaftRead {
