@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -195,6 +197,7 @@ func (l *Load) Counts() Counts {
 // no_quorum, stopped, ...), whether it came over the socket or from a node.
 func errorCode(err error) string {
 	var ae *api.APIError
+	var oe *net.OpError
 	switch {
 	case err == nil:
 		return "none"
@@ -202,6 +205,10 @@ func errorCode(err error) string {
 		return ae.Code
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
+	case errors.As(err, &oe) && oe.Op == "dial":
+		return "socket_refused" // the device's API is not listening (down, or stopping)
+	case errors.As(err, &oe), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "socket_closed" // the device went away mid-request
 	}
 	code, _ := api.Code(err)
 	return code

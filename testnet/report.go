@@ -130,10 +130,10 @@ type Counts struct {
 	Failed    int `json:"failed"`            // submissions that got an error (not acknowledged: allowed)
 	Retried   int `json:"retried,omitempty"` // resubmissions of a failed id (LoadConfig.Retries)
 	// Errors counts the failed submissions by the API's error code of their last try.
-	Errors map[string]int `json:"errors,omitempty"`
-	Commits   int `json:"commits"`
-	Intents   int `json:"intents"`
-	Failovers int `json:"failovers"`
+	Errors    map[string]int `json:"errors,omitempty"`
+	Commits   int            `json:"commits"`
+	Intents   int            `json:"intents"`
+	Failovers int            `json:"failovers"`
 }
 
 // Report is one scenario's outcome: what was done, what was seen, the checker's

@@ -63,6 +63,9 @@ type Drill struct {
 	compact bool
 	extra   []*Load // the load scenario's per-device generators
 
+	failedRounds int
+	firstFailure string
+
 	mu         sync.Mutex
 	rounds     []Round
 	lastStatus time.Time
@@ -379,7 +382,18 @@ func RunScenario(ctx context.Context, cfg DrillConfig) (Report, error) {
 				fail(err)
 				break
 			}
-			fail(sc.Step(ctx, d, r))
+			err := sc.Step(ctx, d, r)
+			if err != nil && cfg.Duration > 0 && ctx.Err() == nil {
+				// A soak records a failed round and goes on, so that one run shows
+				// every kind of trouble; the report fails at the end.
+				if err = d.roundFailed(ctx, err); err == nil {
+					continue
+				}
+			}
+			fail(err)
+		}
+		if d.failedRounds > 0 {
+			fail(fmt.Errorf("%d round(s) failed; the first: %s", d.failedRounds, d.firstFailure))
 		}
 		if d.Load != nil {
 			// A little more load after the last fault, then drain.
@@ -439,6 +453,35 @@ func RunScenario(ctx context.Context, cfg DrillConfig) (Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// maxFailedRounds ends a soak whose rounds keep failing.
+const maxFailedRounds = 25
+
+// roundFailed handles a soak round that failed with err: it is counted, the network
+// is brought back (every device up, a holder signing) and the soak goes on; nil
+// unless it cannot (too many failures, no holder afterwards).
+func (d *Drill) roundFailed(ctx context.Context, err error) error {
+	d.failedRounds++
+	d.mu.Lock()
+	n := len(d.rounds)
+	d.mu.Unlock()
+	if d.firstFailure == "" {
+		d.firstFailure = fmt.Sprintf("round %d: %v", n, err)
+	}
+	d.Logf("ERROR round %d (the soak goes on): %v", n, err)
+	if d.failedRounds >= maxFailedRounds {
+		return fmt.Errorf("%d rounds failed, the soak stops: %w", d.failedRounds, err)
+	}
+	d.recover(ctx, func(err error) {
+		if err != nil {
+			d.Logf("recovering after round %d: %v", n, err)
+		}
+	})
+	if _, _, herr := d.holder(ctx); herr != nil {
+		return fmt.Errorf("no holder after round %d failed (%v): %w", n, err, herr)
+	}
+	return nil
 }
 
 // recover brings every device back (resumed, restarted, rejoined, the partition

@@ -370,7 +370,9 @@ func faultChurn(ctx context.Context, d *Drill, onHolder bool) error {
 		err = d.takeover(ctx, r, t)
 	}
 	if err == nil {
-		d.Logf("%s left; %d members remain", t.Label(), len(d.others()))
+		if !d.compact {
+			d.Logf("%s left; %d members remain", t.Label(), len(d.others()))
+		}
 		jctx, cancel := context.WithTimeout(ctx, d.takeoverTimeout())
 		err = d.Net.Rejoin(jctx, t)
 		cancel()
