@@ -176,7 +176,7 @@ func (d *Drill) status(force bool) {
 		return
 	}
 	d.mu.Lock()
-	if !force && time.Since(d.lastStatus) < statusEvery {
+	if !force && time.Since(d.lastStatus) < statusEvery-statusEvery/10 { // the ticker's own jitter aside
 		d.mu.Unlock()
 		return
 	}
