@@ -157,6 +157,13 @@ func NewProcCluster(cfg ProcsConfig) (*ProcCluster, error) {
 		}
 		pc.cfg.Dir, pc.tmp = d, true
 	}
+	// Run a private copy: a rebuild of the binary during a long drill must not mix
+	// versions (a restarted device running other code than its peers).
+	bin := filepath.Join(pc.cfg.Dir, "baton")
+	if err := copyFile(cfg.Bin, bin); err != nil {
+		return nil, fmt.Errorf("%w: copy the binary: %w", ErrProcsUnavailable, err)
+	}
+	pc.cfg.Bin = bin
 	for i := 0; i < cfg.Nodes; i++ {
 		l, err := freeListen()
 		if err != nil {
@@ -184,6 +191,17 @@ func NewProcCluster(cfg ProcsConfig) (*ProcCluster, error) {
 	return pc, nil
 }
 
+func copyFile(from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, 0o755)
+}
+
 func freeListen() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -194,7 +212,8 @@ func freeListen() (string, error) {
 	return fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port), nil
 }
 
-// Bin is the baton binary the devices run.
+// Bin is the baton binary the devices run (a copy of ProcsConfig.Bin in the
+// cluster's directory).
 func (pc *ProcCluster) Bin() string { return pc.cfg.Bin }
 
 // Pid returns d's process ID (0 while down).
