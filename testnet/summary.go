@@ -39,6 +39,8 @@ type KindStats struct {
 	Bound     time.Duration `json:"bound_ns"`
 	Over      int           `json:"over_bound"`
 	Errors    int           `json:"errors"`
+	// Refused counts the signed-but-refused commits appended during its rounds.
+	Refused int `json:"refused"`
 }
 
 // Totals are the checker's counts, summed over reports.
@@ -87,6 +89,7 @@ func summariseRounds(rounds []Round, p Params) Summary {
 			order = append(order, rd.Kind)
 		}
 		ks.Count++
+		ks.Refused += rd.Refused
 		if rd.Error != "" {
 			ks.Errors++
 		}
@@ -183,14 +186,14 @@ func suiteSummary(s *Suite) Summary {
 func writeKinds(w io.Writer, s Summary, labelOf func(Round) string) {
 	if len(s.Kinds) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "\nFAULT\tCOUNT\tFAILOVERS\tMEDIAN\tP99\tMAX\tOVER BOUND\tERRORS")
+		fmt.Fprintln(tw, "\nFAULT\tCOUNT\tFAILOVERS\tMEDIAN\tP99\tMAX\tOVER BOUND\tERRORS\tREFUSED")
 		for _, k := range s.Kinds {
 			if k.Failovers == 0 {
-				fmt.Fprintf(tw, "%s\t%d\t0\t-\t-\t-\t-\t%d\n", k.Kind, k.Count, k.Errors)
+				fmt.Fprintf(tw, "%s\t%d\t0\t-\t-\t-\t-\t%d\t%d\n", k.Kind, k.Count, k.Errors, k.Refused)
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%d (> %s)\t%d\n", k.Kind, k.Count, k.Failovers, fmtDur(k.Median),
-				fmtDur(k.P99), fmtDur(k.Max), k.Over, fmtDur(k.Bound), k.Errors)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%d (> %s)\t%d\t%d\n", k.Kind, k.Count, k.Failovers, fmtDur(k.Median),
+				fmtDur(k.P99), fmtDur(k.Max), k.Over, fmtDur(k.Bound), k.Errors, k.Refused)
 		}
 		tw.Flush()
 	}
