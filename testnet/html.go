@@ -201,14 +201,18 @@ func checkerText(b *strings.Builder, r *Report) {
 }
 
 func kindsTable(b *strings.Builder, s Summary) {
-	b.WriteString("<table><tr><th>fault</th><th>count</th><th>failovers</th><th>median</th><th>p99</th><th>max</th><th>over bound</th><th>errors</th><th>signed-but-refused</th></tr>\n")
+	b.WriteString("<table><tr><th>fault</th><th>count</th><th>failovers</th><th>median</th><th>p99</th><th>max</th><th>over bound</th><th>errors</th><th>signed-but-refused</th><th>catch-up median / max</th></tr>\n")
 	for _, k := range s.Kinds {
 		med, p99, mx, over := "-", "-", "-", "-"
 		if k.Failovers > 0 {
 			med, p99, mx, over = fmtDur(k.Median), fmtDur(k.P99), fmtDur(k.Max), fmt.Sprintf("%d (bound %s)", k.Over, fmtDur(k.Bound))
 		}
-		fmt.Fprintf(b, "<tr><td><span style=\"color:%s\">&#9679;</span> %s</td><td class=n>%d</td><td class=n>%d</td><td class=n>%s</td><td class=n>%s</td><td class=n>%s</td><td>%s</td><td class=n>%d</td><td class=n>%d</td></tr>\n",
-			kindColor(k.Kind), html.EscapeString(k.Kind), k.Count, k.Failovers, med, p99, mx, over, k.Errors, k.Refused)
+		cu := "-"
+		if k.CatchUpMax > 0 {
+			cu = fmtDur(k.CatchUpMedian) + " / " + fmtDur(k.CatchUpMax)
+		}
+		fmt.Fprintf(b, "<tr><td><span style=\"color:%s\">&#9679;</span> %s</td><td class=n>%d</td><td class=n>%d</td><td class=n>%s</td><td class=n>%s</td><td class=n>%s</td><td>%s</td><td class=n>%d</td><td class=n>%d</td><td class=n>%s</td></tr>\n",
+			kindColor(k.Kind), html.EscapeString(k.Kind), k.Count, k.Failovers, med, p99, mx, over, k.Errors, k.Refused, cu)
 	}
 	b.WriteString("</table>\n")
 }

@@ -95,6 +95,9 @@ type Round struct {
 	ToEpoch   uint64        `json:"to_epoch,omitempty"`
 	NewHolder string        `json:"new_holder,omitempty"`
 	Took      time.Duration `json:"took_ns"` // the whole round, recovery included
+	// CatchUp is how long the device the fault took away needed, once back, to
+	// apply the head the others had (zero when it never went away).
+	CatchUp time.Duration `json:"catch_up_ns,omitempty"`
 	// Over: Failover exceeded the kind's bound (TTL + tick + one election; 2×TTL for
 	// a skewed clock).
 	Over bool `json:"over,omitempty"`

@@ -262,11 +262,19 @@ func (d *Drill) signed(ctx context.Context, r *Round, h *Device, ep uint64) erro
 	return nil
 }
 
+// catchUpTimeout bounds a device's catch-up after it came back. Not a promise of the
+// design: a restarted device replays its Raft log and a rejoined one receives the
+// whole log (or a snapshot), so the time grows with the log until a snapshot
+// compacts it.
+const catchUpTimeout = 60 * time.Second
+
 // catchUp waits until device x has applied at least the highest head any running
-// device had when called.
-func (d *Drill) catchUp(ctx context.Context, x *Device) error {
+// device had when called, and records in r how long that took.
+func (d *Drill) catchUp(ctx context.Context, r *Round, x *Device) error {
 	target := d.maxSeq()
-	ctx, cancel := context.WithTimeout(ctx, d.takeoverTimeout())
+	start := time.Now()
+	defer func() { r.CatchUp = max(r.CatchUp, time.Since(start)) }()
+	ctx, cancel := context.WithTimeout(ctx, catchUpTimeout)
 	defer cancel()
 	var seq uint64
 	err := wait.Until(ctx, fmt.Sprintf("%s to catch up to seq %d", x.Label(), target), func() bool {

@@ -148,7 +148,7 @@ func (d *Drill) back(ctx context.Context, r *Round, t *Device, isHolder bool, er
 		err = d.Net.Restart(ctx, t)
 	}
 	if err == nil {
-		err = d.catchUp(ctx, t)
+		err = d.catchUp(ctx, r, t)
 	}
 	return d.end(r, err)
 }
@@ -172,7 +172,7 @@ func faultPause(ctx context.Context, d *Drill, onHolder bool) error {
 		err = rerr
 	}
 	if err == nil {
-		err = d.catchUp(ctx, t)
+		err = d.catchUp(ctx, r, t)
 	}
 	return d.end(r, err)
 }
@@ -217,7 +217,7 @@ func faultPartition(ctx context.Context, d *Drill, _ bool) error {
 	p.Heal()
 	for _, m := range minority {
 		if err == nil {
-			err = d.catchUp(ctx, m)
+			err = d.catchUp(ctx, r, m)
 		}
 	}
 	return d.end(r, err)
@@ -243,7 +243,7 @@ func faultPartial(ctx context.Context, d *Drill, _ bool) error {
 	// device must hold it and sign again.
 	err = d.holdsAndSigns(ctx, r)
 	if err == nil {
-		err = d.catchUp(ctx, x)
+		err = d.catchUp(ctx, r, x)
 	}
 	return d.end(r, err)
 }
@@ -378,7 +378,7 @@ func faultChurn(ctx context.Context, d *Drill, onHolder bool) error {
 		cancel()
 	}
 	if err == nil {
-		err = d.catchUp(ctx, t)
+		err = d.catchUp(ctx, r, t)
 	}
 	return d.end(r, err)
 }

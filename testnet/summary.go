@@ -41,6 +41,10 @@ type KindStats struct {
 	Errors    int           `json:"errors"`
 	// Refused counts the signed-but-refused commits appended during its rounds.
 	Refused int `json:"refused"`
+	// CatchUpMedian and CatchUpMax: the target's catch-up once back (see
+	// Round.CatchUp), over the rounds that measured one.
+	CatchUpMedian time.Duration `json:"catch_up_median_ns,omitempty"`
+	CatchUpMax    time.Duration `json:"catch_up_max_ns,omitempty"`
 }
 
 // Totals are the checker's counts, summed over reports.
@@ -79,6 +83,7 @@ func summariseRounds(rounds []Round, p Params) Summary {
 	s := Summary{Faults: len(rounds)}
 	byKind := map[string]*KindStats{}
 	durs := map[string][]time.Duration{}
+	catch := map[string][]time.Duration{}
 	var order []string
 	for i := range rounds {
 		rd := rounds[i]
@@ -90,6 +95,9 @@ func summariseRounds(rounds []Round, p Params) Summary {
 		}
 		ks.Count++
 		ks.Refused += rd.Refused
+		if rd.CatchUp > 0 {
+			catch[rd.Kind] = append(catch[rd.Kind], rd.CatchUp)
+		}
 		if rd.Error != "" {
 			ks.Errors++
 		}
@@ -109,6 +117,10 @@ func summariseRounds(rounds []Round, p Params) Summary {
 		if d := durs[k]; len(d) > 0 {
 			slices.Sort(d)
 			ks.Median, ks.P99, ks.Max = quantile(d, 0.5), quantile(d, 0.99), d[len(d)-1]
+		}
+		if c := catch[k]; len(c) > 0 {
+			slices.Sort(c)
+			ks.CatchUpMedian, ks.CatchUpMax = quantile(c, 0.5), c[len(c)-1]
 		}
 		s.Kinds = append(s.Kinds, *ks)
 	}
@@ -186,14 +198,18 @@ func suiteSummary(s *Suite) Summary {
 func writeKinds(w io.Writer, s Summary, labelOf func(Round) string) {
 	if len(s.Kinds) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "\nFAULT\tCOUNT\tFAILOVERS\tMEDIAN\tP99\tMAX\tOVER BOUND\tERRORS\tREFUSED")
+		fmt.Fprintln(tw, "\nFAULT\tCOUNT\tFAILOVERS\tMEDIAN\tP99\tMAX\tOVER BOUND\tERRORS\tREFUSED\tCATCH-UP MEDIAN/MAX")
 		for _, k := range s.Kinds {
+			cu := "-"
+			if k.CatchUpMax > 0 {
+				cu = fmtDur(k.CatchUpMedian) + " / " + fmtDur(k.CatchUpMax)
+			}
 			if k.Failovers == 0 {
-				fmt.Fprintf(tw, "%s\t%d\t0\t-\t-\t-\t-\t%d\t%d\n", k.Kind, k.Count, k.Errors, k.Refused)
+				fmt.Fprintf(tw, "%s\t%d\t0\t-\t-\t-\t-\t%d\t%d\t%s\n", k.Kind, k.Count, k.Errors, k.Refused, cu)
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%d (> %s)\t%d\t%d\n", k.Kind, k.Count, k.Failovers, fmtDur(k.Median),
-				fmtDur(k.P99), fmtDur(k.Max), k.Over, fmtDur(k.Bound), k.Errors, k.Refused)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%d (> %s)\t%d\t%d\t%s\n", k.Kind, k.Count, k.Failovers, fmtDur(k.Median),
+				fmtDur(k.P99), fmtDur(k.Max), k.Over, fmtDur(k.Bound), k.Errors, k.Refused, cu)
 		}
 		tw.Flush()
 	}
