@@ -220,6 +220,10 @@ type LoopStats struct {
 	SignedRefused uint64
 	Bumps         uint64
 	Reproposed    uint64
+	// Queued and InFlight are the submissions waiting at this holder and the
+	// commits it has proposed and not yet seen applied locally, at the last step.
+	Queued   int
+	InFlight int
 }
 
 // Loop is the signer loop of one device: a lease tick that renews or claims, and a

@@ -288,7 +288,11 @@ func (l *Loop) step(ctx context.Context, s *signer) stepResult {
 	v := l.cfg.Log.View()
 	l.resolve(s, v)
 	mono := l.cfg.Clock.Mono()
-	l.count(func(st *LoopStats) { st.Steps++; st.PendingAtLastRun = v.Pending })
+	queued, inFlight := l.queuedLen(), len(s.flight)
+	l.count(func(st *LoopStats) {
+		st.Steps++
+		st.PendingAtLastRun, st.Queued, st.InFlight = v.Pending, queued, inFlight
+	})
 	if v.Head.Seq != l.lastHead {
 		l.lastHead = v.Head.Seq
 		l.wedgeSince = -1 // a commit applied: the chain moves

@@ -74,7 +74,11 @@ type LoopSummary struct {
 	// SignedRefused counts commits this device signed that will never apply (0 in
 	// fault-free operation; under faults at most the commits in flight when a hold
 	// ended).
-	SignedRefused  uint64    `json:"signed_refused"`
+	SignedRefused uint64 `json:"signed_refused"`
+	// Queued and InFlight: submissions waiting at this holder, and its commits
+	// proposed and not yet applied here (0 on a quiet device).
+	Queued         int       `json:"queued"`
+	InFlight       int       `json:"in_flight"`
 	ProposeErrors  uint64    `json:"propose_errors"`
 	LastSigned     uint64    `json:"last_signed"`
 	LastError      string    `json:"last_error,omitempty"`
@@ -123,6 +127,7 @@ func (n *Node) State() State {
 	if n.loop != nil {
 		ls := n.loop.Stats()
 		st.Loop.CommitsSigned, st.Loop.SignedRefused = ls.CommitsSigned, ls.SignedRefused
+		st.Loop.Queued, st.Loop.InFlight = ls.Queued, ls.InFlight
 		st.Loop.CommitsAccepted, st.Loop.CommitsRejected = ls.CommitsAccepted, ls.CommitsRejected
 		st.Loop.ProposeErrors, st.Loop.LastSigned = ls.ProposeErrors, ls.LastSigned
 		st.Loop.LastError, st.Loop.LastErrorAt = ls.LastError, ls.LastErrorAt
