@@ -96,17 +96,19 @@ func (c *Config) validate() error {
 // Log is one node of the replicated intent log: a Raft node over the given transport
 // whose FSM is the deterministic apply.
 type Log struct {
-	cfg    Config
-	fsm    *FSM
-	raft   *raft.Raft
-	store  *raftboltdb.BoltStore
-	snaps  raft.SnapshotStore
-	log    *slog.Logger
-	closed atomic.Bool
-	nudger nudger
-	once   sync.Once
-	cerr   error
-	done   chan struct{} // closed by Close: stops the halt monitor
+	cfg   Config
+	fsm   *FSM
+	raft  *raft.Raft
+	store *raftboltdb.BoltStore
+	snaps raft.SnapshotStore
+	// raftFault is raft.db's write fault (Raft's own log and stable store writes).
+	raftFault *raftStoreFault
+	log       *slog.Logger
+	closed    atomic.Bool
+	nudger    nudger
+	once      sync.Once
+	cerr      error
+	done      chan struct{} // closed by Close: stops the halt monitor
 }
 
 // Open starts a Raft node in cfg.Dir over trans. A node with existing state rejoins
@@ -172,19 +174,20 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 		return nil, fmt.Errorf("open: %w", err)
 	}
 	rc.NoSnapshotRestoreOnStart = stateCoversSnapshot(fsm, snaps)
-	logs, err := raft.NewLogCache(512, store)
+	rf := &raftStoreFault{onChange: func() { fsm.notify.publish(nil) }}
+	logs, err := raft.NewLogCache(512, faultLogStore{LogStore: store, f: rf})
 	if err != nil {
 		store.Close()
 		fsm.Close()
 		return nil, fmt.Errorf("log cache: %w", err)
 	}
-	r, err := raft.NewRaft(rc, fsm, logs, store, snaps, trans)
+	r, err := raft.NewRaft(rc, fsm, logs, faultStableStore{StableStore: store, f: rf}, snaps, trans)
 	if err != nil {
 		store.Close()
 		fsm.Close()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	l := &Log{cfg: cfg, fsm: fsm, raft: r, store: store, snaps: snaps,
+	l := &Log{cfg: cfg, fsm: fsm, raft: r, store: store, snaps: snaps, raftFault: rf,
 		log: cfg.Logger.With("component", "intentlog"), done: make(chan struct{})}
 	go l.monitorHalt()
 	return l, nil
@@ -226,7 +229,12 @@ func (l *Log) monitorHalt() {
 // *FaultError naming the file (raft.db or state.db) and the index or key. A halting
 // fault (corruption) is permanent until the device is repaired; a write fault clears
 // once a write succeeds. See FaultError.
-func (l *Log) Fault() error { return l.fsm.Fault() }
+func (l *Log) Fault() error {
+	if err := l.fsm.Fault(); err != nil {
+		return err
+	}
+	return l.raftFault.get()
+}
 
 // stateCoversSnapshot reports whether the durable state is at or after the newest
 // snapshot, so Raft need not restore it on start.
