@@ -121,6 +121,9 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		return nil, err
 	}
 	log := cfg.Logger.With("component", "transport")
+	if loose := LooseModes(cfg.DataDir); len(loose) > 0 {
+		log.Warn("others can read this device's data dir or keys: chmod 700 the dir and 600 the keys", "paths", loose)
+	}
 	g := newGater(log, cfg.Now)
 	for p := range book.all() {
 		g.setMember(p, true)

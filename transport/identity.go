@@ -1,6 +1,8 @@
 package transport
 
 import (
+	"bytes"
+	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -30,6 +32,14 @@ func LoadOrCreateIdentity(dir string) (crypto.PrivKey, error) {
 		if k.Type() != crypto.Ed25519 {
 			return nil, fmt.Errorf("%w %s: key type %v, want ed25519", ErrCorruptIdentity, path, k.Type())
 		}
+		// An ed25519 key is stored as seed and public key: a flipped bit in either
+		// still unmarshals, as another key (another peer ID, "not a member"). The two
+		// halves must agree.
+		raw, err := k.Raw()
+		if err != nil || len(raw) != ed25519.PrivateKeySize ||
+			!bytes.Equal(ed25519.NewKeyFromSeed(raw[:ed25519.SeedSize])[ed25519.SeedSize:], raw[ed25519.SeedSize:]) {
+			return nil, fmt.Errorf("%w %s: the key's seed and public half disagree (a corrupt file; restore it from a backup: the device's peer ID depends on it)", ErrCorruptIdentity, path)
+		}
 		return k, nil
 	case errors.Is(err, fs.ErrNotExist):
 	default:
@@ -50,6 +60,23 @@ func LoadOrCreateIdentity(dir string) (crypto.PrivKey, error) {
 		return nil, fmt.Errorf("write identity: %w", err)
 	}
 	return k, nil
+}
+
+// LooseModes lists the files and directories of a data dir that others than its owner
+// can read (identity.key, network.key, chain.key, the dir itself): the node warns
+// about them at start. A missing file is not listed.
+func LooseModes(dir string) []string {
+	var out []string
+	for _, p := range []string{dir, filepath.Join(dir, IdentityFile), filepath.Join(dir, "network.key"), filepath.Join(dir, "chain.key")} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			continue
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			out = append(out, fmt.Sprintf("%s (mode %#o)", p, fi.Mode().Perm()))
+		}
+	}
+	return out
 }
 
 // writeFileAtomic writes data to a temporary file in the same directory, syncs it and
