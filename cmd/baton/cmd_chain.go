@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -98,6 +100,14 @@ func (c *cli) submitCmd() *cobra.Command {
 		defer cancel()
 		res, err := cl.Submit(cctx, in, w)
 		if err != nil {
+			// Say why nothing answered: without a quorum nothing can be accepted.
+			sctx, scancel := context.WithTimeout(cmd.Context(), 2*time.Second)
+			st, serr := cl.State(sctx)
+			scancel()
+			if serr == nil && !st.Quorum.OK && errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("intent %s not accepted within --timeout %s: no quorum (this device reaches %d of %d voters, %d needed); retry with --id %s once a majority is back",
+					in.ID, *f.timeout, st.Quorum.Reachable, st.Quorum.Voters, st.Quorum.Needed, in.ID)
+			}
 			return fmt.Errorf("intent %s: %w", in.ID, f.apiErr(err))
 		}
 		if *asJSON {

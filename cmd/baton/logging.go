@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/transport"
 )
 
@@ -101,7 +102,7 @@ func (l *logHandler) WithGroup(name string) slog.Handler {
 // expectedWhileForming reports an error a forming cluster produces: no leader yet.
 func expectedWhileForming(err error) bool {
 	return errors.Is(err, transport.ErrNoLeader) || errors.Is(err, transport.ErrTimeout) ||
-		errors.Is(err, context.DeadlineExceeded)
+		errors.Is(err, intentlog.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
 }
 
 func (l *logHandler) Handle(ctx context.Context, r slog.Record) error {

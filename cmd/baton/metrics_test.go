@@ -44,26 +44,38 @@ func (s *syncBuffer) String() string {
 // its exit status.
 func runInProcess(t *testing.T, args ...string) (stdout, stderr *syncBuffer, stop func() int) {
 	t.Helper()
+	stdout, stderr, stop, _ = runInProcessWait(t, args...)
+	return stdout, stderr, stop
+}
+
+// runInProcessWait is runInProcess with a wait that returns the exit status once the
+// command ends by itself (ok false when it did not within timeout).
+func runInProcessWait(t *testing.T, args ...string) (stdout, stderr *syncBuffer, stop func() int, wait func(time.Duration) (int, bool)) {
+	t.Helper()
 	stdout, stderr = &syncBuffer{}, &syncBuffer{}
 	c := &cli{stdin: strings.NewReader(""), stdout: stdout, stderr: stderr, getenv: func(string) string { return "" }}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() { done <- c.main(ctx, args) }()
-	var once sync.Once
+	done := make(chan struct{})
 	code := -1
+	go func() { code = c.main(ctx, args); close(done) }()
+	wait = func(d time.Duration) (int, bool) {
+		select {
+		case <-done:
+			return code, true
+		case <-time.After(d):
+			return -1, false
+		}
+	}
 	stop = func() int {
-		once.Do(func() {
-			cancel()
-			select {
-			case code = <-done:
-			case <-time.After(30 * time.Second):
-				t.Errorf("baton %v did not stop", args)
-			}
-		})
-		return code
+		cancel()
+		c, ok := wait(30 * time.Second)
+		if !ok {
+			t.Errorf("baton %v did not stop", args)
+		}
+		return c
 	}
 	t.Cleanup(func() { stop() })
-	return stdout, stderr, stop
+	return stdout, stderr, stop, wait
 }
 
 func freeAddr(t *testing.T) string {
