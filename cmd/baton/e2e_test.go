@@ -36,7 +36,9 @@ func TestMain(m *testing.M) {
 	}
 	batonBin = filepath.Join(dir, "baton")
 	if !testing.Short() {
-		cmd := exec.Command("go", "build", "-o", batonBin, ".")
+		// -buildvcs=auto overrides a GOFLAGS=-buildvcs=false: `baton version` then
+		// names the checkout's revision (TestE2EVersionRevision).
+		cmd := exec.Command("go", "build", "-buildvcs=auto", "-o", batonBin, ".")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "build baton:", err)

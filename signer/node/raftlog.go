@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -130,7 +131,7 @@ func normalizeArgs(args []any) []any {
 		k = strings.ReplaceAll(k, "-", "_")
 		v := args[i+1]
 		switch x := v.(type) {
-		case error, string, int, int64, uint64, bool, float64:
+		case error, string, int, int64, uint64, bool, float64, time.Duration, time.Time:
 		case interface{ String() string }:
 			v = x.String()
 		}

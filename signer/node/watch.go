@@ -57,11 +57,14 @@ func (n *Node) WatchLease(ctx context.Context, renewals bool) <-chan LeaseChange
 			return LeaseChange{Event: event, Holder: l.Holder, Epoch: l.Epoch, TS: l.TS, TTLMs: l.TTL}
 		}
 		cur := n.log.View().Lease
+		lostSeen := sub.Lost()
+		var lost <-chan struct{} // this device's hold, while it holds
+		if cur.Holder == n.id && n.Holds() {
+			lost = n.Lost()
+		}
 		if !send(of("current", cur)) {
 			return
 		}
-		lostSeen := sub.Lost()
-		var lost <-chan struct{} // this device's hold, while it holds
 		var lapse *time.Timer
 		var lapseC <-chan time.Time
 		lapsedRev := uint64(0)
