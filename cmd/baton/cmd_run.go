@@ -142,6 +142,11 @@ func (c *cli) joinCmd() *cobra.Command {
 	return cmd
 }
 
+// exitRemoved is the exit status of run and join on a device another member removed
+// (now, or before this start): a service manager must not restart it
+// (deploy/systemd: RestartPreventExitStatus=3).
+const exitRemoved = 3
+
 // startPlan is what runNode needs to start a device.
 type startPlan struct {
 	cfg     node.Config
@@ -186,7 +191,7 @@ func (c *cli) prepare(f *runFlags, inv *device.Invite) (*startPlan, error) {
 		}
 	}
 	if r, ok, _ := device.ReadRemoved(*f.data); ok {
-		return nil, device.RemovedError(*f.data, r)
+		return nil, &exitError{code: exitRemoved, msg: api.Message(device.RemovedError(*f.data, r))}
 	}
 	s := &startPlan{logs: logs}
 	if inv != nil {
@@ -232,6 +237,7 @@ func (c *cli) prepare(f *runFlags, inv *device.Invite) (*startPlan, error) {
 		}
 	}
 	logs.setSelf(s.dev.ID.String())
+	logs.raftLevel = raftLevel
 	return s, nil
 }
 
@@ -341,7 +347,7 @@ func (c *cli) runNode(ctx context.Context, f *runFlags, inv *device.Invite) (err
 		if err := device.MarkRemoved(cfg.DataDir, r); err != nil {
 			logger.Warn("could not record the removal in the data dir", "err", err)
 		}
-		removed = device.RemovedError(cfg.DataDir, r)
+		removed = &exitError{code: exitRemoved, msg: api.Message(device.RemovedError(cfg.DataDir, r))}
 		if how == "left" {
 			removed = &exitError{code: 0, msg: fmt.Sprintf("this device left the cluster; the node stopped. %s no longer runs; to take part again, join with a new data dir", cfg.DataDir)}
 		}

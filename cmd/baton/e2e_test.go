@@ -519,7 +519,7 @@ func TestE2ECluster(t *testing.T) {
 	// Restarted, the departed device refuses at once with a clear message, and its
 	// status says it left.
 	code, _, errs := bin(t, "", append([]string{"run", "--data", data[leaver], "--listen", procs[leaver].listen}, e2eFlags...)...)
-	if code != 1 || !strings.Contains(errs, "left its cluster") || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+	if code != exitRemoved || !strings.Contains(errs, "left its cluster") || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
 		t.Fatalf("restart after leave: %d %q", code, errs)
 	}
 	if code, _, errs := bin(t, "", "status", "--data", data[leaver]); code != 1 || !strings.Contains(errs, "left its cluster") {

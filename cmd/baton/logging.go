@@ -26,7 +26,11 @@ import (
 const repeatWindow = 30 * time.Second
 
 type logState struct {
-	self    atomic.Pointer[string] // this device's peer ID, once known
+	// raftLevel is --raft-log-level: it also applies to the few Raft lines that reach
+	// the logger as flattened text ("raft: ..." from intentlog's own hclog adapter,
+	// which its snapshot store uses).
+	raftLevel slog.Level
+	self      atomic.Pointer[string] // this device's peer ID, once known
 	formed  atomic.Bool            // this device has seen a Raft leader
 	mu      sync.Mutex
 	repeats map[string]*repeat
@@ -106,6 +110,9 @@ func expectedWhileForming(err error) bool {
 }
 
 func (l *logHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level < l.st.raftLevel && strings.HasPrefix(r.Message, "raft: ") {
+		return nil
+	}
 	nr := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
 	has := l.hasNode
 	errText := ""

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -63,13 +62,15 @@ func TestOperatorsCluster(t *testing.T) {
 	devs := make([]*opsDev, 3)
 	first := mustInit(t)
 	listens := make([]string, 3)
+	var usedInvite string
 	for i := range devs {
 		listens[i] = freeListen(t)
 		data := first
 		args := []string{"run", "--data", first}
 		if i > 0 {
 			data = filepath.Join(t.TempDir(), fmt.Sprintf("b%d", i+1))
-			args = []string{"join", "--data", data, "--invite-file", inviteFile(t, first)}
+			usedInvite = inviteFile(t, first)
+			args = []string{"join", "--data", data, "--invite-file", usedInvite}
 		}
 		_, stderr, stop, wait := runInProcessWait(t, append(append(args, "--listen", listens[i]), opsFlags...)...)
 		devs[i] = &opsDev{data: data, stderr: stderr, stop: stop, wait: wait}
@@ -109,7 +110,7 @@ func TestOperatorsCluster(t *testing.T) {
 	// watch on a standby, and exec on the holder, which the transfer below stops.
 	wout, _, wstop := runInProcess(t, "watch", "--data", devs[other].data)
 	testutil.WaitFor(t, 10*time.Second, "watch to print the current lease", func() bool { return strings.Contains(wout.String(), "current") })
-	var eout, eerr bytes.Buffer
+	var eout, eerr syncBuffer
 	execDone := make(chan int, 1)
 	go func() {
 		c := &cli{stdin: strings.NewReader(""), stdout: &eout, stderr: &eerr, getenv: func(string) string { return "" }}
@@ -195,17 +196,28 @@ func TestOperatorsCluster(t *testing.T) {
 		st, err := stateOf(devs[holder].data)
 		return err == nil && st.Members == 2
 	})
-	if c, ok := devs[victim].wait(20 * time.Second); !ok || c != 1 || !strings.Contains(devs[victim].stderr.String(), "was removed from its cluster by another member") {
+	if c, ok := devs[victim].wait(20 * time.Second); !ok || c != exitRemoved || !strings.Contains(devs[victim].stderr.String(), "was removed from its cluster by another member") {
 		t.Errorf("the removed node: exited %v, status %d\n%s", ok, c, tail(devs[victim].stderr.String(), 1500))
 	}
 	code, _, errs = runCLI(t, nil, "", append([]string{"run", "--data", devs[victim].data, "--listen", listens[victim]}, opsFlags...)...)
-	if code != 1 || !strings.Contains(errs, "was removed from its cluster") {
+	if code != exitRemoved || !strings.Contains(errs, "was removed from its cluster") {
 		t.Errorf("restart of a removed device: %d %q", code, errs)
+	}
+
+	// An invite already used: the cluster refuses it, one line, nothing kept.
+	refused := filepath.Join(t.TempDir(), "refused")
+	code, _, errs = runCLI(t, nil, "", append([]string{"join", "--data", refused, "--invite-file", usedInvite, "--listen", "/ip4/127.0.0.1/tcp/0"}, append(opsFlags, "--log-level", "warn")...)...)
+	if code != 1 || !strings.Contains(errs, "refused the invite") || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+		t.Errorf("a used invite: %d %q", code, errs)
+	}
+	if _, err := os.Stat(refused); !os.IsNotExist(err) {
+		ents, _ := os.ReadDir(refused)
+		t.Errorf("the refused join left %s: %v", refused, ents)
 	}
 
 	// A listen address another device uses: refused at start, one line, nothing kept.
 	fresh := filepath.Join(t.TempDir(), "fresh")
-	code, _, errs = runCLI(t, nil, "", append([]string{"join", "--data", fresh, "--invite-file", inviteFile(t, first), "--listen", listens[holder]}, opsFlags...)...)
+	code, _, errs = runCLI(t, nil, "", append([]string{"join", "--data", fresh, "--invite-file", inviteFile(t, first), "--listen", listens[holder]}, append(opsFlags, "--log-level", "warn")...)...)
 	if code != 1 || !strings.Contains(errs, "already in use") || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
 		t.Errorf("listen in use: %d %q", code, errs)
 	}
