@@ -31,9 +31,9 @@ type logState struct {
 	// which its snapshot store uses).
 	raftLevel slog.Level
 	self      atomic.Pointer[string] // this device's peer ID, once known
-	formed  atomic.Bool            // this device has seen a Raft leader
-	mu      sync.Mutex
-	repeats map[string]*repeat
+	formed    atomic.Bool            // this device has seen a Raft leader
+	mu        sync.Mutex
+	repeats   map[string]*repeat
 }
 
 type repeat struct {
