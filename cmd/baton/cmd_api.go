@@ -128,11 +128,8 @@ func describe(err error) string {
 		prefix = strings.TrimSuffix(s, ae.Error())
 	}
 	msg := api.Message(ae)
-	switch ae.Code {
-	case api.CodeNoQuorum:
+	if ae.Code == api.CodeNoQuorum {
 		msg += " (no Raft leader reachable: `baton status` shows which members are unreachable)"
-	case api.CodeTimeout:
-		msg += " (it may still take effect: retry with the same id to learn its outcome)"
 	}
 	return prefix + msg
 }
@@ -241,8 +238,9 @@ func (c *cli) leaveCmd() *cobra.Command {
 		}
 		if err := cl.RemoveMember(cctx, st.ID); err != nil {
 			// The removal may have been applied even though the answer failed (a device
-			// that left is refused by the others at once): trust the configuration.
-			if stillMember(cctx, cl, st.ID) {
+			// that left is refused by the others at once, and its node stops): trust
+			// the configuration, or the node's record of it.
+			if _, gone, _ := device.ReadRemoved(*f.data); !gone && stillMember(cctx, cl, st.ID) {
 				return f.apiErr(err)
 			}
 		}

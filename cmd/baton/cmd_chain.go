@@ -108,6 +108,9 @@ func (c *cli) submitCmd() *cobra.Command {
 				return fmt.Errorf("intent %s not accepted within --timeout %s: no quorum (this device reaches %d of %d voters, %d needed); retry with --id %s once a majority is back",
 					in.ID, *f.timeout, st.Quorum.Reachable, st.Quorum.Voters, st.Quorum.Needed, in.ID)
 			}
+			if errors.Is(err, node.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("intent %s: %s (it may still be accepted: submit again with --id %s to learn its outcome)", in.ID, describe(f.apiErr(err)), in.ID)
+			}
 			return fmt.Errorf("intent %s: %w", in.ID, f.apiErr(err))
 		}
 		if *asJSON {

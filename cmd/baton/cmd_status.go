@@ -58,6 +58,8 @@ func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 // ago is a duration rounded for people.
 func ago(d time.Duration) string {
 	switch {
+	case d < time.Millisecond:
+		return "<1ms"
 	case d < time.Second:
 		return d.Round(time.Millisecond).String()
 	case d < time.Minute:
@@ -129,6 +131,10 @@ func printStatus(w io.Writer, st node.State) {
 		switch {
 		case st.Lease.HeldByMe:
 			state = "held by this device, may sign for " + ago(exp)
+		case st.Lease.Holder == st.ID && stale:
+			state = "this device's hold lapsed: it cannot renew without a quorum"
+		case st.Lease.Holder == st.ID:
+			state = "named in the record, but this device may not sign now (its hold lapsed, or it awaits a fresh write)"
 		case stale && st.Lease.Free:
 			state = "no renewal seen here for a TTL, but this device's view is stale (no quorum): it may be live"
 		case stale:

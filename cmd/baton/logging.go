@@ -18,7 +18,7 @@ import (
 //     tag lines with "node" (a short form), "self" or "id"; they are rewritten here);
 //   - durations as strings ("1.5s") in both formats, never JSON nanoseconds;
 //   - while the cluster forms (until this device first sees a Raft leader), warnings
-//     caused by the missing leader (no leader, timeouts) are info: they are expected;
+//     caused by the missing leader (no leader, timeouts) are debug: they are expected;
 //   - a warning or error repeated with the same message and error is written once
 //     per repeatWindow, the next one with repeated=N.
 
@@ -131,7 +131,7 @@ func (l *logHandler) Handle(ctx context.Context, r slog.Record) error {
 		return true
 	})
 	if nr.Level == slog.LevelWarn && forming && !l.st.formed.Load() {
-		nr.Level = slog.LevelInfo
+		nr.Level = slog.LevelDebug
 		nr.AddAttrs(slog.String("while", "the cluster forms"))
 		if !l.h.Enabled(ctx, nr.Level) {
 			return nil

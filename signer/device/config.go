@@ -143,12 +143,21 @@ func ReadRemoved(dir string) (Removal, bool, error) {
 	return r, true, nil
 }
 
-// RemovedError explains a removal recorded in dir, wrapping ErrRemoved.
-func RemovedError(dir string, r Removal) error {
+// RemovedError explains a removal recorded in dir; it matches ErrRemoved.
+func RemovedError(dir string, r Removal) error { return &removedError{dir: dir, r: r} }
+
+type removedError struct {
+	dir string
+	r   Removal
+}
+
+func (e *removedError) Error() string {
 	how := "was removed from its cluster by another member"
-	if r.How == "left" {
+	if e.r.How == "left" {
 		how = "left its cluster (baton leave)"
 	}
-	return fmt.Errorf("%w: the device in %s %s at %s; it no longer replicates. To take part again, join with a new data dir (`baton join --data NEWDIR --invite-file FILE`)",
-		ErrRemoved, dir, how, r.At.Format(time.RFC3339))
+	return fmt.Sprintf("the device in %s %s at %s and no longer replicates; to take part again, join with a new data dir (`baton join --data NEWDIR --invite-file FILE`)",
+		e.dir, how, e.r.At.Format(time.RFC3339))
 }
+
+func (e *removedError) Is(target error) bool { return target == ErrRemoved }

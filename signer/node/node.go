@@ -674,7 +674,9 @@ func (n *Node) Leave(ctx context.Context) error {
 	if n.lease.Holds() {
 		_ = n.lease.Release(ctx)
 	}
-	if err := n.cluster.Leave(ctx); err != nil {
+	n.ops.leaving.Store(true)
+	defer n.ops.leaving.Store(false)
+	if err := n.cluster.Leave(ctx); err != nil && !n.leftAnyway() {
 		return fmt.Errorf("leave: %w", err)
 	}
 	n.noteRemoved("left")

@@ -17,6 +17,7 @@ type opsState struct {
 
 	removed     chan struct{}
 	removedOnce sync.Once
+	leaving     atomic.Bool // a Leave is in progress: the configuration may show it first
 	removedHow  atomic.Pointer[string]
 	removedAt   atomic.Pointer[time.Time]
 
@@ -53,6 +54,22 @@ func (n *Node) RemovedHow() (how string, at time.Time, ok bool) {
 	return *h, *t, true
 }
 
+// leftAnyway reports, after a Leave that returned an error, whether the removal was
+// applied all the same: the answer can be lost when the leader shuts the removed
+// device out at once, while this device's configuration already shows the removal.
+func (n *Node) leftAnyway() bool {
+	ms, err := n.cluster.Members()
+	if err != nil || len(ms) == 0 {
+		return false
+	}
+	for _, m := range ms {
+		if m.ID.String() == n.id {
+			return false
+		}
+	}
+	return true
+}
+
 func (n *Node) noteRemoved(how string) {
 	n.ops.removedOnce.Do(func() {
 		now := time.Now()
@@ -83,7 +100,7 @@ func (n *Node) opsLoop() {
 				return
 			}
 		}
-		if seenSelf {
+		if seenSelf && !n.ops.leaving.Load() {
 			n.noteRemoved("removed")
 		}
 	}

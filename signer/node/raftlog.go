@@ -128,7 +128,7 @@ func normalizeArgs(args []any) []any {
 			i--
 			continue
 		}
-		k = strings.ReplaceAll(k, "-", "_")
+		k = strings.NewReplacer("-", "_", " ", "_").Replace(k)
 		v := args[i+1]
 		switch x := v.(type) {
 		case error, string, int, int64, uint64, bool, float64, time.Duration, time.Time:
