@@ -17,20 +17,21 @@ import (
 // reads nothing but the entries and the transaction: no clock, no randomness, no map
 // iteration (the rejection deltas are a map but are only written key by key).
 type applier struct {
-	tx       *bolt.Tx
-	verify   CommitVerifier
-	knobs    knobs.Intentlog
-	histMax  uint64
-	maxPend  uint64 // MaxPending (tests lower it)
-	budget   int    // dedupe evictions left for the current entry (evictPerEntry)
-	m        metaState
-	out      []any             // results, one per entry of the batch
-	pos      int               // position in the batch of the entry being applied
-	cur      uint64            // its Raft index
-	rej      map[Reason]uint64 // rejection counts after this batch (copy of the stored ones)
-	rejDirty bool
-	events   []Event
-	changed  bool
+	tx                      *bolt.Tx
+	verify                  CommitVerifier
+	knobs                   knobs.Intentlog
+	histMax                 uint64
+	maxPend                 uint64 // MaxPending (tests lower it)
+	digestEvery, digestKeep uint64 // DigestEvery, DigestKeep (tests lower them)
+	budget                  int    // dedupe evictions left for the current entry (evictPerEntry)
+	m                       metaState
+	out                     []any             // results, one per entry of the batch
+	pos                     int               // position in the batch of the entry being applied
+	cur                     uint64            // its Raft index
+	rej                     map[Reason]uint64 // rejection counts after this batch (copy of the stored ones)
+	rejDirty                bool
+	events                  []Event
+	changed                 bool
 }
 
 func (a *applier) apply(l *raft.Log) any {
@@ -47,6 +48,7 @@ func (a *applier) apply(l *raft.Log) any {
 	switch l.Type {
 	case raft.LogConfiguration:
 		a.storeConfiguration(l.Index, raft.DecodeConfiguration(l.Data))
+		a.digest(l, true, "", false)
 		return nil
 	case raft.LogCommand:
 	default:
@@ -60,14 +62,18 @@ func (a *applier) apply(l *raft.Log) any {
 		a.halt(&FaultError{File: RaftFile, Index: l.Index, Key: "logs/" + strconv.FormatUint(l.Index, 10), Halted: true, Err: err})
 	}
 	if err != nil {
-		return a.reject(l.Index, ReasonMalformed)
+		res := a.reject(l.Index, ReasonMalformed)
+		a.digest(l, false, res.Reason, false)
+		return res
 	}
 	a.budget = evictPerEntry
 	res := a.command(l, e)
 	if res.Accepted {
-		// Only after an accepted entry: a rejected one changes nothing but its counter.
+		// Only after an accepted entry: a rejected one changes nothing but its counter
+		// (and the applied index and the digest).
 		a.evictExpired()
 	}
+	a.digest(l, res.Accepted, res.Reason, !isV1(e))
 	return res
 }
 
@@ -103,9 +109,7 @@ func (a *applier) countReject(r Reason) {
 	a.rej[r]++
 	a.rejDirty = true
 	a.changed = true
-	if err := a.tx.Bucket(bRejections).Put([]byte(r), u64key(a.rej[r])); err != nil {
-		a.writeFailed(bRejections, []byte(r), err)
-	}
+	a.put(bRejections, []byte(r), u64key(a.rej[r]))
 }
 
 func (a *applier) reject(idx uint64, r Reason) Result {
@@ -134,6 +138,32 @@ func (a *applier) corrupt(bucket, key []byte, format string, args ...any) {
 func (a *applier) writeFailed(bucket, key []byte, err error) {
 	a.halt(&FaultError{File: StateFile, Index: a.cur, Key: keyName(bucket, key), Halted: true,
 		Err: fmt.Errorf("%w: write into the state transaction failed: %v", ErrCorrupt, err)})
+}
+
+// get returns the verified payload at bucket/key (nil when absent); a value that does
+// not verify halts.
+func (a *applier) get(bucket, key []byte) []byte {
+	v := a.tx.Bucket(bucket).Get(key)
+	if v == nil {
+		return nil
+	}
+	return a.open(bucket, key, v)
+}
+
+// open verifies a stored value read through a cursor.
+func (a *applier) open(bucket, key, stored []byte) []byte {
+	p, err := openStored(bucket, key, stored)
+	if err != nil {
+		a.corrupt(bucket, key, "%v", err)
+	}
+	return p
+}
+
+// put stores payload sealed at bucket/key.
+func (a *applier) put(bucket, key, payload []byte) {
+	if err := a.bucket(bucket).Put(key, seal(bucket, key, payload)); err != nil {
+		a.writeFailed(bucket, key, err)
+	}
 }
 
 // readMeta loads the meta state of the transaction; a broken one halts.
@@ -229,7 +259,7 @@ func (a *applier) validIntent(in Intent, v1 bool) Reason {
 }
 
 func (a *applier) pendingPush(in Intent) {
-	must(a.bucket(bPending).Put(u64key(a.m.PendNext), encodeIntentValue(in)))
+	a.put(bPending, u64key(a.m.PendNext), encodeIntentValue(in))
 	a.m.PendNext++
 	a.m.PendCount++
 	a.m.PendBytes += uint64(len(in.Path) + len(in.Value))
@@ -269,7 +299,7 @@ func (a *applier) advance(ts int64) {
 }
 
 func (a *applier) dedupeGet(id string) (dedupeEntry, bool) {
-	v := a.tx.Bucket(bDedupe).Get([]byte(id))
+	v := a.get(bDedupe, []byte(id))
 	if v == nil {
 		return dedupeEntry{}, false
 	}
@@ -300,8 +330,8 @@ func (a *applier) dedupePut(id string, idx uint64, v1 bool) dedupeEntry {
 }
 
 func (a *applier) dedupeStore(id string, d dedupeEntry) {
-	must(a.tx.Bucket(bDedupe).Put([]byte(id), d.encode()))
-	must(a.bucket(bDedupeOrder).Put(u64key(d.Order), []byte(id)))
+	a.put(bDedupe, []byte(id), d.encode())
+	a.put(bDedupeOrder, u64key(d.Order), []byte(id))
 	a.m.DedupeNext++
 	a.m.DedupeCount++
 }
@@ -316,10 +346,11 @@ func (a *applier) evictExpiredN(n int) {
 	keep := a.retention()
 	order := a.bucket(bDedupeOrder)
 	for ; n > 0 && a.budget > 0; n-- {
-		k, id := order.Cursor().First()
+		k, v := order.Cursor().First()
 		if k == nil {
 			return
 		}
+		id := a.open(bDedupeOrder, k, v)
 		d, ok := a.dedupeGet(string(id))
 		if !ok {
 			a.corrupt(bDedupeOrder, k, "names %q, which is not remembered", id)
@@ -340,8 +371,8 @@ func (a *applier) expirable(n int) int {
 	keep := a.retention()
 	c := a.tx.Bucket(bDedupeOrder).Cursor()
 	got := 0
-	for k, id := c.First(); k != nil && got < n; k, id = c.Next() {
-		d, ok := a.dedupeGet(string(id))
+	for k, v := c.First(); k != nil && got < n; k, v = c.Next() {
+		d, ok := a.dedupeGet(string(a.open(bDedupeOrder, k, v)))
 		if !ok || d.Seq == 0 || a.m.LogTime-max(d.LogTime, a.m.TimeOrigin) <= keep {
 			break
 		}
@@ -353,11 +384,11 @@ func (a *applier) expirable(n int) int {
 // evictOldest forgets the oldest remembered ID, whatever its state.
 func (a *applier) evictOldest() {
 	c := a.bucket(bDedupeOrder).Cursor()
-	k, id := c.First()
+	k, v := c.First()
 	if k == nil {
 		a.corrupt(bMeta, keyState, "dedupe count %d exceeds the dedupe order bucket", a.m.DedupeCount)
 	}
-	must(a.tx.Bucket(bDedupe).Delete(id))
+	must(a.tx.Bucket(bDedupe).Delete(a.open(bDedupeOrder, k, v)))
 	must(c.Delete())
 	a.m.DedupeCount--
 	a.budget--
@@ -383,7 +414,7 @@ func (a *applier) history(ev LeaseEvent) {
 	w := &wbuf{}
 	encodeLeaseEvent(w, ev)
 	h := a.bucket(bHistory)
-	must(h.Put(u64key(a.m.HistNext), w.b))
+	a.put(bHistory, u64key(a.m.HistNext), w.b)
 	a.m.HistNext++
 	a.m.HistCount++
 	for a.m.HistCount > a.histMax {
@@ -501,7 +532,7 @@ func (a *applier) transfer(idx uint64, e TransferEntry) Result {
 	if r := validHolder(e.To); r != "" {
 		return a.reject(idx, r)
 	}
-	if a.tx.Bucket(bMembers).Get([]byte(e.To)) == nil {
+	if a.get(bMembers, []byte(e.To)) == nil {
 		return a.reject(idx, ReasonNotMember)
 	}
 	if a.m.Lease.Epoch == ^uint64(0) {
@@ -577,7 +608,7 @@ func (a *applier) commit(idx uint64, e CommitEntry) Result {
 			var ok bool
 			if d, ok = a.dedupeGet(op.ID); ok && d.Index > 0 {
 				d.Seq, d.Hash = seq, hash
-				must(a.tx.Bucket(bDedupe).Put([]byte(op.ID), d.encode()))
+				a.put(bDedupe, []byte(op.ID), d.encode())
 			} else {
 				// Forgotten while pending: only the DedupeCount knob does that.
 				d = dedupeEntry{Seq: seq, Hash: hash}
@@ -588,13 +619,13 @@ func (a *applier) commit(idx uint64, e CommitEntry) Result {
 		}
 		switch op.Op {
 		case OpPut:
-			must(recs.Put([]byte(op.Path), nonNil(op.Value)))
+			a.put(bRecords, []byte(op.Path), op.Value)
 		case OpDel:
 			must(recs.Delete([]byte(op.Path)))
 		}
 		res.Intents = append(res.Intents, d.result(op.ID))
 	}
-	must(a.bucket(bChain).Put(u64key(seq), e.Raw))
+	must(a.bucket(bChain).Put(u64key(seq), sealChain(e.Raw)))
 	a.m.Head = Head{Seq: seq, Hash: hash, Epoch: info.Epoch, Signer: info.Signer}
 	if a.m.Chain == "" {
 		// A legacy log without a genesis: the first accepted commit fixes the chain.
@@ -618,7 +649,7 @@ func (a *applier) matchPending(ops []Intent, v1 bool) (int, Reason) {
 	k, v := c.First()
 	n := 0
 	for ; n < len(ops) && k != nil; n++ {
-		in, err := decodeIntentValue(v)
+		in, err := decodeIntentValue(a.open(bPending, k, v))
 		if err != nil {
 			a.corrupt(bPending, k, "%v", err)
 		}
@@ -713,13 +744,6 @@ func verifySafely(verify CommitVerifier, raw []byte) (info CommitInfo, ok bool) 
 	return info, err == nil
 }
 
-func nonNil(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
-}
-
 // --- membership ---
 
 func (a *applier) storeConfiguration(idx uint64, cfg raft.Configuration) {
@@ -732,7 +756,7 @@ func (a *applier) storeConfiguration(idx uint64, cfg raft.Configuration) {
 		w := &wbuf{}
 		w.byte1(byte(s.Suffrage))
 		w.str(string(s.Address))
-		must(b.Put([]byte(s.ID), w.b))
+		a.put(bMembers, []byte(s.ID), w.b)
 	}
 	a.m.ConfigIndex = idx
 	a.changed = true

@@ -1,60 +1,99 @@
 package intentlog
 
 import (
-	"crypto/sha256"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
 )
 
-// Conversion of older layouts (see layoutVersion). A snapshot written by an older
-// build is loaded bucket by bucket as it was written and then rewritten, inside the
-// restore's last transaction, into the current layout. The conversion reads only the
-// snapshot's contents, so every replica that converts the same snapshot ends with the
-// same state.
+// Loading snapshot values, and converting those of older layouts (see layoutVersion).
+// A snapshot written by an older build is converted value by value as it streams in,
+// in the dump's bucket order, so memory stays bounded and the restore's chunked
+// transactions stay small. The conversion reads only the snapshot's contents, and
+// yields exactly the state that replaying the older build's log with this build gives
+// (TestV1SnapshotConvertsToReplayedState): every replica converges on the same state
+// whether it converts an old snapshot or replays an old log.
 
 // minLayoutVersion is the oldest snapshot layout this build converts.
 const minLayoutVersion = 1
 
-func convertible(v byte) bool { return v >= minLayoutVersion && v <= layoutVersion }
+// convertible reports whether a snapshot of layout v can be restored: this layout, or
+// layout 1. The layouts in between were never released (commits of one branch).
+func convertible(v byte) bool { return v == layoutVersion || v == minLayoutVersion }
 
 // bucketsOf returns the buckets a snapshot of layout v holds, in dump order.
 func bucketsOf(v byte) [][]byte {
-	return allBuckets // unchanged so far
-}
-
-// checkMeta validates the meta record of a snapshot of layout v.
-func checkMeta(v byte, b []byte) error {
-	if metaLayout(b) != v {
-		return fmt.Errorf("%w: snapshot of layout %d holds a meta record of layout %d", ErrMalformed, v, metaLayout(b))
-	}
-	var err error
 	if v == 1 {
-		_, err = decodeMetaV1(b)
-	} else {
-		_, err = decodeMeta(b)
+		return [][]byte{bChain, bDedupe, bDedupeOrder, bHistory, bMembers, bMeta, bPending, bRecords, bRejections}
 	}
-	return err
+	return allBuckets
 }
 
-// convertLayout rewrites the state in tx from layout v to the current one. verify is
-// the FSM's commit verifier (a legacy state's chain DID is the one its commits carry).
-func convertLayout(tx *bolt.Tx, v byte, verify CommitVerifier) error {
-	if v != 1 {
-		return fmt.Errorf("%w: no conversion from layout %d", ErrMalformed, v)
+// loadValue returns the value to store for bucket/key of a snapshot of layout v:
+// verified as it is for the current layout, converted (and sealed) for layout 1. tx is
+// the restore's transaction, holding the buckets that came before in the dump.
+func loadValue(tx *bolt.Tx, v byte, bucket, key, value []byte, verify CommitVerifier) ([]byte, error) {
+	if v == layoutVersion {
+		if _, err := openStored(bucket, key, value); err != nil {
+			return nil, err
+		}
+		return value, nil
 	}
-	m, err := decodeMetaV1(tx.Bucket(bMeta).Get(keyState))
+	switch string(bucket) {
+	case string(bChain):
+		return sealChain(value), nil
+	case string(bDedupe):
+		return convertDedupeV1(tx, key, value)
+	case string(bMeta):
+		if string(key) != string(keyState) {
+			break
+		}
+		return convertMetaV1(tx, value, verify)
+	}
+	return seal(bucket, key, value), nil
+}
+
+// convertDedupeV1: layout 4 added the log time (0 for IDs accepted before log time
+// existed, as a replay of version-1 entries records them) and the hash of the commit
+// that signed the ID, read from the chain (the dump holds the chain first).
+func convertDedupeV1(tx *bolt.Tx, key, value []byte) ([]byte, error) {
+	r := &rbuf{b: value}
+	e := dedupeEntry{Order: r.uvarint(), Index: r.uvarint(), Seq: r.uvarint()}
+	if err := r.done(); err != nil {
+		return nil, err
+	}
+	if e.Seq > 0 {
+		stored := tx.Bucket(bChain).Get(u64key(e.Seq))
+		if stored == nil {
+			return nil, fmt.Errorf("%w: dedupe entry %q names commit %d, which the chain lacks", ErrMalformed, key, e.Seq)
+		}
+		var err error
+		if _, e.Hash, err = unsealChain(stored); err != nil {
+			return nil, err
+		}
+	}
+	return seal(bDedupe, key, e.encode()), nil
+}
+
+// convertMetaV1 rewrites a layout-1 meta record (the dump holds the chain and the
+// lease history before it).
+func convertMetaV1(tx *bolt.Tx, value []byte, verify CommitVerifier) ([]byte, error) {
+	m, err := decodeMetaV1(value)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Layout 2: the lease record's revision is the index of the last accepted lease
 	// entry, which is the newest lease history event (every accepted lease entry
 	// appends one, and eviction drops the oldest).
-	if k, val := tx.Bucket(bHistory).Cursor().Last(); k != nil {
-		r := &rbuf{b: val}
+	if k, stored := tx.Bucket(bHistory).Cursor().Last(); k != nil {
+		p, err := unseal(bHistory, k, stored)
+		if err != nil {
+			return nil, err
+		}
+		r := &rbuf{b: p}
 		ev := decodeLeaseEvent(r)
 		if err := r.done(); err != nil {
-			return fmt.Errorf("lease history %x: %w", k, err)
+			return nil, fmt.Errorf("lease history %x: %w", k, err)
 		}
 		m.Lease.Rev = ev.Index
 	}
@@ -62,38 +101,19 @@ func convertLayout(tx *bolt.Tx, v byte, verify CommitVerifier) error {
 	// fixes the chain with the first accepted commit, and every accepted commit
 	// carries that DID, so the head commit names it.
 	if m.Head.Seq > 0 && verify != nil {
-		if raw := tx.Bucket(bChain).Get(u64key(m.Head.Seq)); raw != nil {
+		if stored := tx.Bucket(bChain).Get(u64key(m.Head.Seq)); stored != nil {
+			raw, _, err := unsealChain(stored)
+			if err != nil {
+				return nil, err
+			}
 			if info, ok := verifySafely(verify, raw); ok {
 				m.Chain = info.Chain
 			}
 		}
 	}
-	// Layout 4: log time. Version-1 entries do not keep log time (so that this
-	// conversion and a replay agree): the converted state has log time 0, and its
-	// remembered IDs were accepted at log time 0. Their entries gain the hash of the
-	// commit that signed them, read from the chain.
-	d := tx.Bucket(bDedupe)
-	c := d.Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
-		r := &rbuf{b: v}
-		e := dedupeEntry{Order: r.uvarint(), Index: r.uvarint(), Seq: r.uvarint()}
-		if err := r.done(); err != nil {
-			return fmt.Errorf("dedupe entry %q: %w", k, err)
-		}
-		if e.Seq > 0 {
-			raw := tx.Bucket(bChain).Get(u64key(e.Seq))
-			if raw == nil {
-				return fmt.Errorf("%w: dedupe entry %q names commit %d, which the chain lacks", ErrMalformed, k, e.Seq)
-			}
-			e.Hash = sha256.Sum256(raw)
-		}
-		k = append([]byte{}, k...)
-		if err := d.Put(k, e.encode()); err != nil {
-			return err
-		}
-		c.Seek(k) // a write may invalidate the cursor: reposition it
-	}
-	return tx.Bucket(bMeta).Put(keyState, m.encode())
+	// Layout 4: log time stays 0 (version-1 entries do not keep it). Layout 5: sealed.
+	// Layout 6: the digest has not started (a log's version-1 prefix is not digested).
+	return m.encode(), nil
 }
 
 // decodeMetaV1 reads a layout-1 meta record.

@@ -137,6 +137,11 @@ func TestDeterminismAndRestore(t *testing.T) {
 			if a.f.View() != b.f.View() {
 				t.Fatalf("views differ: %+v vs %+v", a.f.View(), b.f.View())
 			}
+			ia, dga := a.f.Digest()
+			ib, dgb := b.f.Digest()
+			if ia != a.idx || ia != ib || dga != dgb {
+				t.Fatalf("digests differ across batch splits: %d %x vs %d %x", ia, dga, ib, dgb)
+			}
 
 			// A restored replica dumps the same bytes and stays in step afterwards.
 			c := newHarness(t)
@@ -166,6 +171,11 @@ func TestDeterminismAndRestore(t *testing.T) {
 			if !bytes.Equal(a.dump(), c.dump()) {
 				t.Fatal("restored replica diverged on later entries")
 			}
+			ia, dga = a.f.Digest()
+			ic, dgc := c.f.Digest()
+			if ia != ic || dga != dgc {
+				t.Fatalf("restored replica's digest %d %x, want %d %x", ic, dgc, ia, dga)
+			}
 		})
 	}
 }
@@ -193,8 +203,8 @@ func TestRestoreRejectsBadSnapshots(t *testing.T) {
 	}
 	for name, b := range bad {
 		err := dst.f.Restore(io.NopCloser(bytes.NewReader(b)))
-		if !errors.Is(err, ErrMalformed) {
-			t.Errorf("%s: restore err %v, want ErrMalformed", name, err)
+		if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: restore err %v, want ErrMalformed or ErrCorrupt", name, err)
 		}
 		if !bytes.Equal(keep, dst.dump()) {
 			t.Fatalf("%s: failed restore changed the state", name)

@@ -32,8 +32,10 @@ type FSM struct {
 
 	// Deterministic parameters: every replica must use the same values (tests lower
 	// them).
-	maxPending uint64
-	historyLen uint64
+	maxPending  uint64
+	historyLen  uint64
+	digestEvery uint64
+	digestKeep  uint64
 
 	mu     sync.RWMutex // held for reading while using db; for writing to swap it
 	db     *bolt.DB
@@ -68,6 +70,8 @@ type hotState struct {
 	view       View
 	configIdx  uint64
 	rejections map[Reason]uint64 // never modified after publication
+	digestIdx  uint64
+	digest     [32]byte
 }
 
 // NewFSM opens (or creates) the state file in dir. verify checks Commit entries; with a
@@ -83,13 +87,15 @@ func NewFSM(dir string, verify CommitVerifier) (*FSM, error) {
 
 func newFSM(dir string, verify CommitVerifier, k *knobs.Intentlog) (*FSM, error) {
 	f := &FSM{
-		path:       filepath.Join(dir, StateFile),
-		verify:     verify,
-		maxPending: MaxPending,
-		historyLen: LeaseHistoryLen,
-		notify:     newNotifier(),
-		haltCh:     make(chan struct{}),
-		closing:    make(chan struct{}),
+		path:        filepath.Join(dir, StateFile),
+		verify:      verify,
+		maxPending:  MaxPending,
+		historyLen:  LeaseHistoryLen,
+		digestEvery: DigestEvery,
+		digestKeep:  DigestKeep,
+		notify:      newNotifier(),
+		haltCh:      make(chan struct{}),
+		closing:     make(chan struct{}),
 	}
 	if k != nil {
 		f.knobs = *k // a copy: the apply's behaviour cannot change under it
@@ -97,6 +103,9 @@ func newFSM(dir string, verify CommitVerifier, k *knobs.Intentlog) (*FSM, error)
 	f.update = func(fn func(*bolt.Tx) error) error { return f.db.Update(fn) }
 	f.retryWait = f.backoff
 	if err := prepareState(f.path); err != nil {
+		return nil, err
+	}
+	if err := checkStateFile(f.path); err != nil { // a bad one is set aside, rebuilt
 		return nil, err
 	}
 	db, err := openState(f.path)
@@ -110,8 +119,21 @@ func newFSM(dir string, verify CommitVerifier, k *knobs.Intentlog) (*FSM, error)
 		return nil, err
 	}
 	f.db = db
-	if err := f.loadHot(); err != nil {
+	err = f.loadHot()
+	if errors.Is(err, ErrCorrupt) {
+		// The meta record or the counters do not verify: set the file aside (never
+		// repair it) and start empty, to be rebuilt from the snapshot and the log.
 		db.Close()
+		if _, err := setAside(f.path, "corrupt"); err != nil {
+			return nil, err
+		}
+		if f.db, err = openState(f.path); err != nil {
+			return nil, err
+		}
+		err = f.loadHot()
+	}
+	if err != nil {
+		f.db.Close()
 		return nil, err
 	}
 	return f, nil
@@ -119,13 +141,30 @@ func newFSM(dir string, verify CommitVerifier, k *knobs.Intentlog) (*FSM, error)
 
 func (f *FSM) loadHot() error {
 	return f.db.View(func(tx *bolt.Tx) error {
-		m, err := decodeMeta(tx.Bucket(bMeta).Get(keyState))
+		m, err := readMeta(tx)
 		if err != nil {
 			return fmt.Errorf("load state: %w", err)
 		}
-		f.hot.Store(&hotState{view: viewOf(m), configIdx: m.ConfigIndex, rejections: readRejections(tx)})
+		rej, err := readRejections(tx)
+		if err != nil {
+			return fmt.Errorf("load state: %w", err)
+		}
+		f.hot.Store(&hotState{view: viewOf(m), configIdx: m.ConfigIndex, rejections: rej, digestIdx: m.DigestIndex, digest: m.Digest})
 		return nil
 	})
+}
+
+// openValue verifies a stored value read outside the apply. A value that does not
+// verify is never served: it raises the halting fault (the state cannot be trusted any
+// more) and returns it, naming state.db and the key.
+func (f *FSM) openValue(bucket, key, stored []byte) ([]byte, error) {
+	p, err := openStored(bucket, key, stored)
+	if err != nil {
+		fe := &FaultError{File: StateFile, Index: f.View().AppliedIndex, Key: keyName(bucket, key), Halted: true, Err: err}
+		f.raise(fe)
+		return nil, fe
+	}
+	return p, nil
 }
 
 func viewOf(m metaState) View {
@@ -214,7 +253,8 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		if a.rejDirty {
 			rej = a.rej
 		}
-		f.hot.Store(&hotState{view: viewOf(a.m), configIdx: a.m.ConfigIndex, rejections: rej})
+		f.hot.Store(&hotState{view: viewOf(a.m), configIdx: a.m.ConfigIndex, rejections: rej,
+			digestIdx: a.m.DigestIndex, digest: a.m.Digest})
 		// Wake watchers whenever the view moved (the applied index counts:
 		// WaitApplied relies on it), even if the entries were duplicates or skipped.
 		if a.changed || a.m.Applied != old.view.AppliedIndex {
@@ -302,6 +342,7 @@ func (f *FSM) tryTx(old *hotState, logs []*raft.Log) (a *applier, stop int, fe *
 	}()
 	werr = f.update(func(tx *bolt.Tx) (err error) {
 		a = &applier{tx: tx, verify: f.verify, knobs: f.knobs, maxPend: f.maxPending, histMax: f.historyLen,
+			digestEvery: f.digestEvery, digestKeep: f.digestKeep,
 			rej: maps.Clone(old.rejections), out: make([]any, len(logs))}
 		defer func() {
 			if r := recover(); r != nil {

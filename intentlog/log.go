@@ -142,6 +142,11 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
 
+	// raft.db is checked before anything starts: Raft must never run on a log whose
+	// entries changed (see integrity.go); a bad state.db is set aside by newFSM.
+	if err := checkRaftFile(cfg.Dir); err != nil {
+		return nil, fmt.Errorf("open: %w", err)
+	}
 	fsm, err := newFSM(cfg.Dir, cfg.Verify, cfg.Knobs)
 	if err != nil {
 		return nil, err
@@ -403,7 +408,11 @@ func (l *Log) Pending(maxCount int, maxBytes int64) ([]Intent, error) {
 			if maxCount > 0 && len(out) >= maxCount {
 				break
 			}
-			in, err := decodeIntentValue(v)
+			p, err := l.fsm.openValue(bPending, k, v)
+			if err != nil {
+				return err
+			}
+			in, err := decodeIntentValue(p)
 			if err != nil {
 				return fmt.Errorf("pending %x: %w", k, err)
 			}
@@ -433,11 +442,18 @@ func (l *Log) Record(path string) (value []byte, ok bool, err error) {
 	}
 	err = l.fsm.read(func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bRecords).Get([]byte(path)); v != nil {
-			value, ok = append([]byte{}, v...), true
+			p, err := l.fsm.openValue(bRecords, []byte(path), v)
+			if err != nil {
+				return err
+			}
+			value, ok = append([]byte{}, p...), true
 		}
 		return nil
 	})
-	return value, ok, err
+	if err != nil {
+		return nil, false, err
+	}
+	return value, ok, nil
 }
 
 // Records returns signed records whose path starts with prefix, in path order, at
@@ -451,7 +467,11 @@ func (l *Log) Records(prefix string, limit int) ([]Record, error) {
 			if limit > 0 && len(out) >= limit {
 				break
 			}
-			out = append(out, Record{Path: string(k), Value: append([]byte{}, v...)})
+			p, err := l.fsm.openValue(bRecords, k, v)
+			if err != nil {
+				return err
+			}
+			out = append(out, Record{Path: string(k), Value: append([]byte{}, p...)})
 		}
 		return nil
 	})
@@ -466,10 +486,17 @@ func (l *Log) Commit(seq uint64) ([]byte, error) {
 		if v == nil {
 			return ErrNotFound
 		}
-		raw = append([]byte{}, v...)
+		p, err := l.fsm.openValue(bChain, u64key(seq), v)
+		if err != nil {
+			return err
+		}
+		raw = append([]byte{}, p...)
 		return nil
 	})
-	return raw, err
+	if err != nil {
+		return nil, err
+	}
+	return raw, nil
 }
 
 // LeaseHistory returns the kept lease events, oldest first.
@@ -478,7 +505,11 @@ func (l *Log) LeaseHistory() ([]LeaseEvent, error) {
 	err := l.fsm.read(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bHistory).Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
-			r := &rbuf{b: v}
+			p, err := l.fsm.openValue(bHistory, k, v)
+			if err != nil {
+				return err
+			}
+			r := &rbuf{b: p}
 			ev := decodeLeaseEvent(r)
 			if err := r.done(); err != nil {
 				return fmt.Errorf("lease history %x: %w", k, err)
@@ -499,7 +530,11 @@ func (f *FSM) Members() ([]raft.Server, error) {
 	err := f.read(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bMembers).Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
-			r := &rbuf{b: v}
+			p, err := f.openValue(bMembers, k, v)
+			if err != nil {
+				return err
+			}
+			r := &rbuf{b: p}
 			s := raft.Server{ID: raft.ServerID(k), Suffrage: raft.ServerSuffrage(r.byte1()),
 				Address: raft.ServerAddress(r.str())}
 			if err := r.done(); err != nil {

@@ -52,14 +52,17 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: begin read: %w", err)
 	}
-	return &fsmSnapshot{tx: tx}, nil
+	return &fsmSnapshot{f: f, tx: tx}, nil
 }
 
-type fsmSnapshot struct{ tx *bolt.Tx }
+type fsmSnapshot struct {
+	f  *FSM
+	tx *bolt.Tx
+}
 
 // Persist writes the dump to sink and closes it (or cancels it on error).
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if err := writeDump(s.tx, sink); err != nil {
+	if err := s.f.writeDump(s.tx, sink); err != nil {
 		sink.Cancel()
 		return fmt.Errorf("persist snapshot: %w", err)
 	}
@@ -69,8 +72,10 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 // Release ends the read transaction.
 func (s *fsmSnapshot) Release() { _ = s.tx.Rollback() }
 
-// writeDump writes the canonical dump of the state visible in tx.
-func writeDump(tx *bolt.Tx, w io.Writer) error {
+// writeDump writes the canonical dump of the state visible in tx. It verifies every
+// value as it goes: a snapshot of corrupt state would spread it to the replicas that
+// install it, so a value that does not verify fails the dump and halts this FSM.
+func (f *FSM) writeDump(tx *bolt.Tx, w io.Writer) error {
 	h := sha256.New()
 	bw := bufio.NewWriterSize(io.MultiWriter(w, h), 64<<10)
 	var scratch []byte
@@ -89,6 +94,9 @@ func writeDump(tx *bolt.Tx, w io.Writer) error {
 		put(name)
 		c := tx.Bucket(name).Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if _, err := f.openValue(name, k, v); err != nil {
+				return err
+			}
 			put([]byte{1})
 			putUv(uint64(len(k)))
 			put(k)
@@ -108,7 +116,7 @@ func writeDump(tx *bolt.Tx, w io.Writer) error {
 // Raft snapshot would hold). Two replicas that applied the same entries write the same
 // bytes.
 func (f *FSM) Dump(w io.Writer) error {
-	return f.read(func(tx *bolt.Tx) error { return writeDump(tx, w) })
+	return f.read(func(tx *bolt.Tx) error { return f.writeDump(tx, w) })
 }
 
 // snapReader reads a dump while hashing it.
@@ -284,10 +292,11 @@ func loadDump(r io.Reader, path string, verify CommitVerifier) (err error) {
 				return fmt.Errorf("%w: snapshot keys out of order in %s", ErrMalformed, name)
 			}
 			prev = k
+			// Verify the value (converting it from an older layout first).
+			if v, err = loadValue(tx, version, name, k, v, verify); err != nil {
+				return fmt.Errorf("snapshot value %s: %w", keyName(name, k), err)
+			}
 			if bytes.Equal(name, bMeta) && bytes.Equal(k, keyState) {
-				if err := checkMeta(version, v); err != nil {
-					return err
-				}
 				metaSeen = true
 			}
 			b, err := tx.CreateBucketIfNotExists(name)
@@ -321,11 +330,6 @@ func loadDump(r io.Reader, path string, verify CommitVerifier) (err error) {
 	}
 	if !metaSeen {
 		return fmt.Errorf("%w: snapshot has no meta state", ErrMalformed)
-	}
-	if version != layoutVersion {
-		if err := convertLayout(tx, version, verify); err != nil {
-			return fmt.Errorf("convert snapshot from layout %d: %w", version, err)
-		}
 	}
 	if err := tx.Commit(); err != nil {
 		return err

@@ -17,12 +17,19 @@ func (l *Log) IntentStatus(id string) (res IntentResult, ok bool, err error) {
 		if v == nil {
 			return nil
 		}
-		d, err := decodeDedupe(v)
+		p, err := l.fsm.openValue(bDedupe, []byte(id), v)
+		if err != nil {
+			return err
+		}
+		d, err := decodeDedupe(p)
 		if err != nil {
 			return fmt.Errorf("intent status %q: %w", id, err)
 		}
 		res, ok = d.result(id), true
 		return nil
 	})
-	return res, ok, err
+	if err != nil {
+		return IntentResult{}, false, err
+	}
+	return res, ok, nil
 }

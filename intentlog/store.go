@@ -1,8 +1,11 @@
 package intentlog
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"time"
@@ -22,8 +25,9 @@ var (
 	bHistory     = []byte("history")      // u64 event number -> encoded LeaseEvent
 	bMembers     = []byte("members")      // server id -> suffrage byte + address
 	bRejections  = []byte("rejections")   // reason -> u64 count
+	bDigests     = []byte("digests")      // u64 index -> state digest checkpoint (32 bytes)
 
-	allBuckets = [][]byte{bChain, bDedupe, bDedupeOrder, bHistory, bMembers, bMeta,
+	allBuckets = [][]byte{bChain, bDedupe, bDedupeOrder, bDigests, bHistory, bMembers, bMeta,
 		bPending, bRecords, bRejections} // sorted by name
 
 	keyState = []byte("state")
@@ -44,8 +48,11 @@ type metaState struct {
 	ConfigIndex uint64 // index of the applied membership configuration
 	Chain       string // chain DID (the genesis's, or fixed by the first commit)
 	Genesis     Genesis
-	LogTime     int64 // unix ms: the latest timestamp of an accepted version-2 entry that carries one
-	TimeOrigin  int64 // the first nonzero log time (IDs remembered before it count from it)
+	LogTime     int64    // unix ms: the latest timestamp of an accepted version-2 entry that carries one
+	TimeOrigin  int64    // the first nonzero log time (IDs remembered before it count from it)
+	DigestIndex uint64   // the last entry the digest covers (0: not started)
+	Digest      [32]byte // the rolling digest of the applied entries (digest.go)
+	DigestCount uint64   // checkpoints kept in bDigests
 }
 
 // layoutVersion is the version of state.db's layout and of the snapshot format (the
@@ -56,11 +63,14 @@ type metaState struct {
 //	2  the lease record carries its revision (Lease.Rev)
 //	3  the chain DID and the genesis in meta
 //	4  log time; dedupe entries carry log time and commit hash
+//	5  every stored value is checksummed (see seal; chain values carry their hash)
+//	6  the rolling state digest and its checkpoints
 //
 // A state.db of an older layout is set aside and rebuilt from the snapshot and the log
 // (see NewFSM); a snapshot of an older layout is converted on restore (convert.go).
-const layoutVersion = 4
+const layoutVersion = 6
 
+// encode returns the stored (sealed) form of the meta record.
 func (m *metaState) encode() []byte {
 	w := &wbuf{}
 	w.byte1(layoutVersion)
@@ -75,7 +85,10 @@ func (m *metaState) encode() []byte {
 	encodeGenesis(w, m.Genesis)
 	w.varint(m.LogTime)
 	w.varint(m.TimeOrigin)
-	return w.b
+	w.uvarint(m.DigestIndex)
+	w.b = append(w.b, m.Digest[:]...)
+	w.uvarint(m.DigestCount)
+	return seal(bMeta, keyState, w.b)
 }
 
 func encodeGenesis(w *wbuf, g Genesis) {
@@ -112,9 +125,17 @@ func decodeGenesis(r *rbuf) Genesis {
 	return g
 }
 
-func decodeMeta(b []byte) (metaState, error) {
-	r := &rbuf{b: b}
+// decodeMeta verifies and decodes a stored meta record.
+func decodeMeta(stored []byte) (metaState, error) {
 	var m metaState
+	if metaLayout(stored) != layoutVersion {
+		return m, fmt.Errorf("%w: meta layout version %d, want %d", ErrMalformed, metaLayout(stored), layoutVersion)
+	}
+	b, err := unseal(bMeta, keyState, stored)
+	if err != nil {
+		return m, err
+	}
+	r := &rbuf{b: b}
 	if v := r.byte1(); r.err == nil && v != layoutVersion {
 		return m, fmt.Errorf("%w: meta layout version %d, want %d", ErrMalformed, v, layoutVersion)
 	}
@@ -129,7 +150,80 @@ func decodeMeta(b []byte) (metaState, error) {
 	m.Genesis = decodeGenesis(r)
 	m.LogTime = r.varint()
 	m.TimeOrigin = r.varint()
+	m.DigestIndex = r.uvarint()
+	m.Digest = r.hash32()
+	m.DigestCount = r.uvarint()
 	return m, r.done()
+}
+
+// Stored values. Every value in state.db is stored sealed:
+//
+//	payload | CRC-32C (Castagnoli, 4 bytes big-endian) of bucket name | 0 | key | payload
+//
+// so a flipped bit, a torn page or a value that landed under another key is found
+// when the value is read (unseal), not served. The chain is the exception: a commit is
+// stored as its SHA-256 (the commit hash) followed by its raw bytes, and reading it
+// checks the one against the other.
+
+func sealCRC(bucket, key, payload []byte) uint32 {
+	c := crc32.Update(0, castagnoli, bucket)
+	c = crc32.Update(c, castagnoli, []byte{0})
+	c = crc32.Update(c, castagnoli, key)
+	return crc32.Update(c, castagnoli, payload)
+}
+
+// seal returns the stored form of payload at bucket/key.
+func seal(bucket, key, payload []byte) []byte {
+	out := make([]byte, len(payload), len(payload)+crcSize)
+	copy(out, payload)
+	return binary.BigEndian.AppendUint32(out, sealCRC(bucket, key, payload))
+}
+
+// unseal verifies a stored value and returns its payload (a sub-slice of stored).
+func unseal(bucket, key, stored []byte) ([]byte, error) {
+	if len(stored) < crcSize {
+		return nil, fmt.Errorf("%w: %d-byte value has no checksum", ErrCorrupt, len(stored))
+	}
+	n := len(stored) - crcSize
+	if got, want := binary.BigEndian.Uint32(stored[n:]), sealCRC(bucket, key, stored[:n]); got != want {
+		return nil, fmt.Errorf("%w: value checksum %08x, computed %08x", ErrCorrupt, got, want)
+	}
+	return stored[:n], nil
+}
+
+// sealChain returns the stored form of a commit: its hash, then its bytes.
+func sealChain(raw []byte) []byte {
+	h := sha256.Sum256(raw)
+	return append(h[:], raw...)
+}
+
+// unsealChain verifies a stored commit and returns its bytes (a sub-slice of stored)
+// and hash.
+func unsealChain(stored []byte) (raw []byte, hash [32]byte, err error) {
+	if len(stored) < 32 {
+		return nil, hash, fmt.Errorf("%w: %d-byte commit value has no hash", ErrCorrupt, len(stored))
+	}
+	copy(hash[:], stored[:32])
+	raw = stored[32:]
+	if sha256.Sum256(raw) != hash {
+		return nil, hash, fmt.Errorf("%w: commit bytes do not hash to the stored commit hash", ErrCorrupt)
+	}
+	return raw, hash, nil
+}
+
+// openStored verifies any stored value of bucket/key and returns its payload.
+func openStored(bucket, key, stored []byte) ([]byte, error) {
+	if string(bucket) == string(bChain) {
+		raw, _, err := unsealChain(stored)
+		return raw, err
+	}
+	if string(bucket) == string(bMeta) && string(key) == string(keyState) {
+		if _, err := decodeMeta(stored); err != nil {
+			return nil, err
+		}
+		return stored, nil
+	}
+	return unseal(bucket, key, stored)
 }
 
 // dedupeEntry is what the dedupe window remembers about an accepted intent ID: its
@@ -253,7 +347,7 @@ func readMeta(tx *bolt.Tx) (metaState, error) {
 // big-endian) keys as numbers and the others quoted.
 func keyName(bucket, key []byte) string {
 	switch string(bucket) {
-	case string(bPending), string(bChain), string(bDedupeOrder), string(bHistory):
+	case string(bPending), string(bChain), string(bDedupeOrder), string(bHistory), string(bDigests):
 		if len(key) == 8 {
 			return fmt.Sprintf("%s/%d", bucket, keyU64(key))
 		}
@@ -263,13 +357,17 @@ func keyName(bucket, key []byte) string {
 	return fmt.Sprintf("%s/%q", bucket, key)
 }
 
-func readRejections(tx *bolt.Tx) map[Reason]uint64 {
+func readRejections(tx *bolt.Tx) (map[Reason]uint64, error) {
 	out := make(map[Reason]uint64)
 	c := tx.Bucket(bRejections).Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
-		out[Reason(k)] = keyU64(v)
+		n, err := unseal(bRejections, k, v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", StateFile, keyName(bRejections, k), err)
+		}
+		out[Reason(k)] = keyU64(n)
 	}
-	return out
+	return out, nil
 }
 
 // setAside renames the file at path to a name of the form path.why, path.why.1, ...

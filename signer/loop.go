@@ -121,6 +121,16 @@ type LoopConfig struct {
 	// ReleaseTimeout bounds the Release on a graceful stop. Optional, defaults to
 	// DefaultReleaseTimeout.
 	ReleaseTimeout time.Duration
+	// Healthy, if set, is asked before every lease write and every signature: while
+	// it returns an error (a storage fault, a replica whose state differs from the
+	// others', a chain identity mismatch) the loop neither claims, renews nor signs,
+	// and gives up a lease it holds.
+	Healthy func() error
+	// Diverged, if set, is told when the local replica contradicts the leader about
+	// one of this loop's commits (the leader refused a commit the local replica
+	// applied, or the other way round): this replica's state differs from the
+	// others'. The node raises its alarm (and Healthy then fails).
+	Diverged func(error)
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -210,6 +220,10 @@ type LoopStats struct {
 	SignedRefused uint64
 	Bumps         uint64
 	Reproposed    uint64
+	// Queued and InFlight are the submissions waiting at this holder and the
+	// commits it has proposed and not yet seen applied locally, at the last step.
+	Queued   int
+	InFlight int
 }
 
 // Loop is the signer loop of one device: a lease tick that renews or claims, and a
@@ -315,6 +329,14 @@ func (l *Loop) arm(d time.Duration) (<-chan struct{}, func()) {
 	return ch, func() { stop(); unpark() }
 }
 
+// unhealthy returns Healthy's error (nil without a Healthy func).
+func (l *Loop) unhealthy() error {
+	if l.cfg.Healthy == nil {
+		return nil
+	}
+	return l.cfg.Healthy()
+}
+
 // Wake makes the signer look at the state again (an intents entry was queued).
 func (l *Loop) Wake() { kick(l.kickSig) }
 
@@ -361,7 +383,19 @@ func (l *Loop) leaseLoop(ctx context.Context) {
 	for {
 		seen := l.cfg.Log.View().Lease // before the tick: a change during it is not lost
 		cctx, cancel := context.WithTimeout(ctx, l.cfg.CallTimeout)
-		held, err := l.cfg.Lease.RenewOrClaim(cctx)
+		var held bool
+		var err error
+		if herr := l.unhealthy(); herr != nil {
+			// Never claim or renew on a replica that cannot be trusted; give a held
+			// lease up so that a healthy device takes over at once.
+			if l.cfg.Lease.Holds() {
+				if rerr := l.cfg.Lease.Release(cctx); rerr == nil {
+					l.log.Warn("released the lease: this device is unhealthy", "why", herr)
+				}
+			}
+		} else {
+			held, err = l.cfg.Lease.RenewOrClaim(cctx)
+		}
 		cancel()
 		if ctx.Err() != nil {
 			return

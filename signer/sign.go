@@ -193,6 +193,7 @@ type inflight struct {
 	err       error
 
 	applied  bool          // accepted (by an answer, or the local chain holds it)
+	refused  bool          // the leader's apply refused it (an answer)
 	unsure   bool          // the last proposal's outcome is unknown: propose it again
 	lastSent time.Duration // mono of the last proposal (re-proposals wait a tick)
 }
@@ -263,7 +264,7 @@ const (
 // canSign reports the epoch this device may sign under now, or 0.
 func (l *Loop) canSign(v intentlog.View) uint64 {
 	epoch := l.cfg.Lease.Epoch()
-	if epoch == 0 || epoch <= l.deadEpoch.Load() || !l.cfg.Lease.Holds() {
+	if epoch == 0 || epoch <= l.deadEpoch.Load() || !l.cfg.Lease.Holds() || l.unhealthy() != nil {
 		return 0
 	}
 	// After winning a claim, build only once the local replica shows it.
@@ -279,7 +280,7 @@ func (l *Loop) canSign(v intentlog.View) uint64 {
 }
 
 func (l *Loop) stillHolds(epoch uint64) bool {
-	return l.cfg.Lease.Holds() && l.cfg.Lease.Epoch() == epoch && epoch > l.deadEpoch.Load()
+	return l.cfg.Lease.Holds() && l.cfg.Lease.Epoch() == epoch && epoch > l.deadEpoch.Load() && l.unhealthy() == nil
 }
 
 func (l *Loop) step(ctx context.Context, s *signer) stepResult {
@@ -287,7 +288,11 @@ func (l *Loop) step(ctx context.Context, s *signer) stepResult {
 	v := l.cfg.Log.View()
 	l.resolve(s, v)
 	mono := l.cfg.Clock.Mono()
-	l.count(func(st *LoopStats) { st.Steps++; st.PendingAtLastRun = v.Pending })
+	queued, inFlight := l.queuedLen(), len(s.flight)
+	l.count(func(st *LoopStats) {
+		st.Steps++
+		st.PendingAtLastRun, st.Queued, st.InFlight = v.Pending, queued, inFlight
+	})
 	if v.Head.Seq != l.lastHead {
 		l.lastHead = v.Head.Seq
 		l.wedgeSince = -1 // a commit applied: the chain moves
@@ -321,23 +326,29 @@ func (l *Loop) step(ctx context.Context, s *signer) stepResult {
 		}
 	}
 	if u := s.firstUnsure(); u != nil {
-		// Proposals whose outcome is unknown go again, as they are and in order,
-		// before anything new is signed.
+		// Proposals whose outcome is unknown go again, as they are and in order
+		// (each once the one before it is queued or answered), before anything new
+		// is signed; at the tick, never in a spin.
 		if !l.stillHolds(epoch) {
 			return stepWait
 		}
 		for _, c := range s.flight {
-			if c.unsure && !c.proposing {
-				if mono-c.lastSent < l.cfg.Tick {
-					continue // at the tick, never in a spin
-				}
-				l.count(func(st *LoopStats) { st.Reproposed++ })
-				if !l.propose(ctx, s, c) {
-					return stepRetry
-				}
+			if c.proposing && !c.enqueued() {
+				break // the one before is on its way: keep the order
 			}
+			if !c.unsure || c.proposing {
+				continue
+			}
+			if mono-c.lastSent < l.cfg.Tick {
+				break
+			}
+			l.count(func(st *LoopStats) { st.Reproposed++ })
+			if !l.propose(ctx, s, c) {
+				return stepRetry
+			}
+			break
 		}
-		return stepRetry // look again at the tick, not at every applied change
+		return stepRetry
 	}
 	if len(s.flight) >= l.cfg.MaxInFlight || s.awaiting() {
 		return stepWait
@@ -541,6 +552,7 @@ func (l *Loop) collect(s *signer) {
 			c.applied = true
 			l.finishApplied(c)
 		default:
+			c.refused = true
 			l.count(func(st *LoopStats) { st.CommitsRejected++; st.Rejections[res.Reason]++ })
 			s.stopEpoch = max(s.stopEpoch, c.epoch)
 			if res.Reason == intentlog.ReasonEpochMismatch || res.Reason == intentlog.ReasonNotHolder {
@@ -608,6 +620,9 @@ func (l *Loop) resolve(s *signer, v intentlog.View) {
 				h = chain.Hash(raw)
 			}
 			if h == c.hash {
+				if c.refused {
+					l.diverged(fmt.Errorf("the local replica applied commit seq %d epoch %d, which the leader's apply refused: this replica's state differs from the others'", c.seq, c.epoch))
+				}
 				if !c.applied {
 					c.applied = true
 					l.count(func(st *LoopStats) {
@@ -621,6 +636,9 @@ func (l *Loop) resolve(s *signer, v intentlog.View) {
 				}
 				continue
 			}
+			if c.applied {
+				l.diverged(fmt.Errorf("the leader applied commit seq %d epoch %d, but the local replica holds another commit at that seq: this replica's state differs from the others'", c.seq, c.epoch))
+			}
 			void = append(void, l.voided(c)...)
 		case v.Lease.Epoch != c.epoch:
 			void = append(void, l.voided(c)...)
@@ -631,6 +649,15 @@ func (l *Loop) resolve(s *signer, v intentlog.View) {
 	s.flight = kept
 	if len(void) > 0 {
 		l.reconsider(void)
+	}
+}
+
+// diverged reports a contradiction between the local replica and the leader.
+func (l *Loop) diverged(err error) {
+	l.noteErr(err)
+	l.log.Error("replica diverged", "err", err)
+	if l.cfg.Diverged != nil {
+		l.cfg.Diverged(err)
 	}
 }
 

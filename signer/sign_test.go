@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -280,5 +282,64 @@ func signedOnce(t *testing.T, key chain.Key, m *memLog, want []intentlog.Intent)
 	}
 	if len(got) != len(want) {
 		t.Fatalf("chain holds %d IDs, want %d", len(got), len(want))
+	}
+}
+
+// An unhealthy device (a storage fault, a diverged replica) neither signs nor keeps
+// the lease: the lease tick releases it, and nothing is signed until it is healthy.
+func TestLoopUnhealthyReleasesAndNeverSigns(t *testing.T) {
+	var sick atomic.Bool
+	h := newHarness(t, func(c *LoopConfig) {
+		c.Healthy = func() error {
+			if sick.Load() {
+				return errors.New("state digest differs from the other replicas'")
+			}
+			return nil
+		}
+	})
+	h.lease.grant(t, 1)
+	h.start()
+	outcomes(t, h.add(intents(0, 1)...))
+	sick.Store(true)
+	h.log.submit(t, intents(1, 1)...)
+	h.tick()
+	if _, releases := h.lease.counts(); releases == 0 || h.lease.Holds() {
+		t.Fatal("an unhealthy holder kept the lease")
+	}
+	if n := h.log.commitProposals(); n != 1 {
+		t.Fatalf("%d commits proposed, want only the one before the fault", n)
+	}
+	if _, err := h.loop.Add(intents(2, 1)[0]); !errors.Is(err, ErrNotHolder) {
+		t.Fatalf("add on an unhealthy device: %v", err)
+	}
+}
+
+// The local replica applied a commit the leader's apply refused: this replica's state
+// differs from the others'. The loop says so (Diverged) instead of signing on.
+func TestLoopReportsDivergence(t *testing.T) {
+	var got atomic.Pointer[error]
+	h := newHarness(t, func(c *LoopConfig) { c.Diverged = func(err error) { got.Store(&err) } })
+	h.lease.grant(t, 1)
+	var once sync.Once
+	h.log.setHook(func(ctx context.Context, e intentlog.Entry) (intentlog.Result, error, bool) {
+		if _, ok := e.(intentlog.CommitEntry); !ok {
+			return intentlog.Result{}, nil, false
+		}
+		handled := false
+		once.Do(func() {
+			h.log.apply(e) // the local replica accepts it...
+			handled = true
+		})
+		if !handled {
+			return intentlog.Result{}, nil, false
+		}
+		// ...and the leader, whose state differs, refused it.
+		return intentlog.Result{Reason: intentlog.ReasonBadPrev}, nil, true
+	})
+	h.start()
+	h.add(intents(0, 1)...)
+	waitFor(t, "the divergence reported", func() bool { return got.Load() != nil })
+	if err := *got.Load(); !strings.Contains(err.Error(), "differs") {
+		t.Fatalf("report: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/signer/chain"
 )
 
@@ -188,5 +189,63 @@ func TestCheckCatchesBadSignature(t *testing.T) {
 	r = Check(CheckInput{Chain: "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK", Devices: []DeviceChain{{Device: "d0", Commits: b.copyRaws()}}})
 	if r.Invalid != 1 {
 		t.Fatalf("wrong chain key not caught: %v", r.Findings)
+	}
+}
+
+// signaturesOf books raws as signed commits found in one device's Raft log.
+func signaturesOf(t *testing.T, did string, raws ...[]byte) *Signatures {
+	t.Helper()
+	b := newSigBook()
+	for i, raw := range raws {
+		b.add("d0", intentlog.RaftEntry{Index: uint64(i + 1), AppendedAt: t0, Entry: intentlog.CommitEntry{Raw: raw}}, did)
+	}
+	s := b.signatures()
+	return &s
+}
+
+func TestCheckCatchesEquivocation(t *testing.T) {
+	b, acks := cleanChain(t)
+	// A second commit for seq 4 in epoch 2, signed but refused by the apply.
+	h3 := chain.Hash(b.raws[2])
+	other := b.sign(4, h3[:], 2, "peer2", t0, "i6")
+	in := CheckInput{Chain: b.key.DID(), Acked: acks, Devices: []DeviceChain{{Device: "d0", Commits: b.copyRaws()}},
+		Signatures: signaturesOf(t, b.key.DID(), append(b.copyRaws(), other)...)}
+	r := Check(in)
+	if r.Equivocations != 1 || r.Refused != 1 || r.Signed != 7 || !r.RaftRead {
+		t.Fatalf("equivocation not caught: equivocations %d refused %d signed %d: %v", r.Equivocations, r.Refused, r.Signed, r.Findings)
+	}
+	if len(r.Findings) != 1 || r.Findings[0].Kind != FindingEquivocation || r.Findings[0].Seq != 4 {
+		t.Fatalf("findings %v", r.Findings)
+	}
+	// Fault-free, the refused commit is a finding of its own.
+	in.FaultFree = true
+	if r := Check(in); kinds(r) != "equivocation,refused_signature" {
+		t.Fatalf("fault-free findings: %s", kinds(r))
+	}
+}
+
+func TestCheckRefusedWithoutEquivocation(t *testing.T) {
+	b, acks := cleanChain(t)
+	// A commit for seq 7 (beyond the head) that was never applied: refused, but no
+	// second signature on one (seq, epoch).
+	h6 := chain.Hash(b.raws[5])
+	late := b.sign(7, h6[:], 2, "peer2", t0, "i12")
+	in := CheckInput{Chain: b.key.DID(), Acked: acks, Devices: []DeviceChain{{Device: "d0", Commits: b.copyRaws()}},
+		Signatures: signaturesOf(t, b.key.DID(), append(b.copyRaws(), late)...), Names: map[string]string{"peer2": "d2 (…peer2)"}}
+	r := Check(in)
+	if !r.OK() || r.Refused != 1 || r.RefusedBy["d2 (…peer2)"] != 1 || len(r.RefusedList) != 1 {
+		t.Fatalf("faulty drill: %v refused %d by %v", r.Findings, r.Refused, r.RefusedBy)
+	}
+	in.FaultFree = true
+	if r := Check(in); r.OK() || r.Findings[0].Kind != FindingRefused {
+		t.Fatalf("fault-free: %v", r.Findings)
+	}
+	// A commit entry that does not verify is a finding whatever the drill.
+	bad := append([]byte(nil), late...)
+	bad[len(bad)-1] ^= 1
+	in = CheckInput{Chain: b.key.DID(), Acked: acks, Devices: []DeviceChain{{Device: "d0", Commits: b.copyRaws()}},
+		Signatures: signaturesOf(t, b.key.DID(), append(b.copyRaws(), bad)...)}
+	if r := Check(in); r.Unverified != 1 || kinds(r) != FindingUnverified {
+		t.Fatalf("unverified: %d %s", r.Unverified, kinds(r))
 	}
 }

@@ -5,13 +5,11 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -19,6 +17,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/pnet"
 
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/internal/knobs"
+	"github.com/batonhq/baton/internal/wait"
+	"github.com/batonhq/baton/signer/api"
 	"github.com/batonhq/baton/signer/chain"
 	"github.com/batonhq/baton/signer/node"
 	"github.com/batonhq/baton/transport"
@@ -31,13 +32,15 @@ const (
 	DefaultTick        = 100 * time.Millisecond
 	DefaultSampleEvery = 20 * time.Millisecond
 	MaxNodes           = 7
+	// FastRaftTimeout is FastRaft's heartbeat and election timeout.
+	FastRaftTimeout = 250 * time.Millisecond
 )
 
 // FastRaft shortens Raft's timeouts for drills on one machine (loopback round trips
 // are sub-millisecond; 250 ms keeps a loaded 2-core machine from flapping).
 func FastRaft(c *raft.Config) {
-	c.HeartbeatTimeout = 250 * time.Millisecond
-	c.ElectionTimeout = 250 * time.Millisecond
+	c.HeartbeatTimeout = FastRaftTimeout
+	c.ElectionTimeout = FastRaftTimeout
 	c.LeaderLeaseTimeout = 150 * time.Millisecond
 	c.CommitTimeout = 20 * time.Millisecond
 }
@@ -52,92 +55,29 @@ type Config struct {
 	Dir string
 	// Raft adjusts each device's raft.Config. Default FastRaft.
 	Raft func(*raft.Config)
+	// RaftTimeout is Raft's election timeout as Raft sets it (for the failover
+	// bound); default FastRaftTimeout. Set it with Raft.
+	RaftTimeout time.Duration
+	// API also serves each device's local HTTP API on <dir>/baton.sock.
+	API bool
 	// Logger for the nodes. Default: discard.
 	Logger *slog.Logger
-	// SampleEvery is the timeline recorder's sampling period (default 20 ms).
+	// SampleEvery is the timeline recorder's sampling period (default 20 ms; < 0:
+	// no timeline, for measurements the sampling would disturb).
 	SampleEvery time.Duration
 	// OnEvent, optional, is called for every timeline event (progress output).
 	OnEvent func(Event)
+	// OnHold, optional, is called when a device starts holding the lease (as the
+	// recorder samples it).
+	OnHold func(d *Device, epoch uint64)
 }
 
-// Device is one device of a Cluster: its data dir, its clock and (while running) its
-// node.Node. Its methods are safe for concurrent use.
-type Device struct {
-	Name  string
-	Index int
-	Dir   string
-	Clock *Clock
-
-	c    *Cluster
-	mu   sync.Mutex
-	node *node.Node
-	id   string
-	port int
-	gate *gate
-	left bool // left the cluster for good
-	// stopFollow ends the recorder's commit follower of the current node.
-	stopFollow context.CancelFunc
-}
-
-// detach marks d down and returns its node (nil if it was down).
-func (d *Device) detach() *node.Node {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	n := d.node
-	d.node = nil
-	if d.stopFollow != nil {
-		d.stopFollow()
-		d.stopFollow = nil
-	}
-	return n
-}
-
-// Node returns the running node, or nil while the device is down.
-func (d *Device) Node() *node.Node {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.node
-}
-
-// ID returns the device's libp2p peer ID (stable across restarts).
-func (d *Device) ID() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.id
-}
-
-// Running reports whether the device's node is up (it may be paused).
-func (d *Device) Running() bool { return d.Node() != nil }
-
-// Paused reports whether the device is frozen.
-func (d *Device) Paused() bool { return d.gate.paused() }
-
-// Cluster is N devices running node.Node over real libp2p on 127.0.0.1, each with
-// its own data dir, TTL, tick and Clock, sharing one chain key and network key. It
-// records a timeline (lease holds, Raft leaders, the chain's growth, faults) for the
-// drill report.
-type Cluster struct {
-	cfg     Config
-	key     *chain.Ed25519Key
-	psk     pnet.PSK
-	tmp     bool
-	started time.Time
-
-	mu      sync.Mutex
-	devices []*Device
-	blocks  map[[2]int]bool // partition pairs (i<j) currently cut
-	rec     *recorder
-	stopRec context.CancelFunc
-	recDone chan struct{}
-}
-
-// NewCluster prepares a cluster (keys, data dirs); Start starts it.
-func NewCluster(cfg Config) (*Cluster, error) {
+func (cfg *Config) defaults() error {
 	if cfg.Nodes == 0 {
 		cfg.Nodes = DefaultNodes
 	}
 	if cfg.Nodes < 1 || cfg.Nodes > MaxNodes {
-		return nil, fmt.Errorf("%w: %d devices (1-%d)", ErrBadConfig, cfg.Nodes, MaxNodes)
+		return fmt.Errorf("%w: %d devices (1-%d)", ErrBadConfig, cfg.Nodes, MaxNodes)
 	}
 	if cfg.TTL == 0 {
 		cfg.TTL = DefaultTTL
@@ -146,18 +86,44 @@ func NewCluster(cfg Config) (*Cluster, error) {
 		cfg.Tick = DefaultTick
 	}
 	if cfg.TTL <= 0 || cfg.Tick <= 0 || cfg.Tick >= cfg.TTL {
-		return nil, fmt.Errorf("%w: need 0 < tick < ttl (tick %s, ttl %s)", ErrBadConfig, cfg.Tick, cfg.TTL)
+		return fmt.Errorf("%w: need 0 < tick < ttl (tick %s, ttl %s)", ErrBadConfig, cfg.Tick, cfg.TTL)
 	}
 	if cfg.Raft == nil {
-		cfg.Raft = FastRaft
+		cfg.Raft, cfg.RaftTimeout = FastRaft, FastRaftTimeout
+	}
+	if cfg.RaftTimeout == 0 {
+		cfg.RaftTimeout = FastRaftTimeout
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.SampleEvery == 0 {
 		cfg.SampleEvery = DefaultSampleEvery
 	}
-	c := &Cluster{cfg: cfg, blocks: map[[2]int]bool{}}
+	return nil
+}
+
+// Cluster is a Net of node.Node devices in this process over real libp2p on
+// 127.0.0.1, each with its own data dir, TTL, tick and Clock, sharing one chain key
+// and network key. It records a timeline (lease holds, Raft leaders, the chain's
+// growth, faults) for the drill report.
+type Cluster struct {
+	*netBase
+	cfg Config
+	key *chain.Ed25519Key
+	psk pnet.PSK
+	tmp bool
+
+	blocks map[[2]int]bool // cut pairs (i<j), under netBase.mu
+}
+
+// NewCluster prepares a cluster (keys, data dirs); Start starts it.
+func NewCluster(cfg Config) (*Cluster, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	c := &Cluster{cfg: cfg, blocks: map[[2]int]bool{},
+		netBase: newBase(KindInProcess, cfg.TTL, cfg.Tick, 2*cfg.RaftTimeout, cfg.OnEvent)}
 	if cfg.Dir == "" {
 		dir, err := os.MkdirTemp("", "baton-testnet-")
 		if err != nil {
@@ -172,57 +138,37 @@ func NewCluster(cfg Config) (*Cluster, error) {
 	if c.psk, err = transport.GeneratePSK(); err != nil {
 		return nil, fmt.Errorf("network key: %w", err)
 	}
-	for i := 0; i < cfg.Nodes; i++ {
-		c.newDevice()
-	}
-	c.rec = newRecorder(cfg.SampleEvery, func() []sampled {
-		var out []sampled
-		for _, d := range c.Devices() {
-			s := sampled{name: d.Name}
-			if n := d.Node(); n != nil && !d.Paused() {
-				st := n.State()
-				s.st = &st
-			}
-			out = append(out, s)
+	c.setChain(c.key.DID())
+	c.state = func(d *Device) (node.State, bool) {
+		if n := d.Node(); n != nil && !d.Paused() {
+			return n.State(), true
 		}
-		return out
-	})
+		return node.State{}, false
+	}
+	c.target = func(d *Device) Submitter {
+		if n := d.Node(); n != nil {
+			return n
+		}
+		return nil
+	}
+	c.readLog = func(d *Device, from uint64, fn func(intentlog.RaftEntry) error) (bool, error) {
+		if n := d.Node(); n != nil {
+			return true, n.Log().ForEachEntry(from, fn)
+		}
+		if _, err := os.Stat(filepath.Join(d.Dir, intentlog.RaftFile)); err != nil {
+			return false, nil
+		}
+		return true, intentlog.ReadRaftLog(d.Dir, from, fn)
+	}
+	for i := 0; i < cfg.Nodes; i++ {
+		d := c.addSlot(c.cfg.Dir, NewClock())
+		d.gate = newGate()
+	}
 	return c, nil
 }
 
-func (c *Cluster) newDevice() *Device {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	i := len(c.devices)
-	d := &Device{Name: "d" + strconv.Itoa(i), Index: i, Dir: filepath.Join(c.cfg.Dir, "d"+strconv.Itoa(i)),
-		Clock: NewClock(), c: c, gate: newGate()}
-	c.devices = append(c.devices, d)
-	return d
-}
-
-// Chain returns the chain's did:key.
-func (c *Cluster) Chain() string { return c.key.DID() }
-
-// TTL and Tick return the cluster's lease TTL and signer tick.
-func (c *Cluster) TTL() time.Duration  { return c.cfg.TTL }
-func (c *Cluster) Tick() time.Duration { return c.cfg.Tick }
-
-// Devices returns every device ever added, in order (some may be down or gone).
-func (c *Cluster) Devices() []*Device {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]*Device(nil), c.devices...)
-}
-
-// Device returns device i.
-func (c *Cluster) Device(i int) (*Device, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if i < 0 || i >= len(c.devices) {
-		return nil, fmt.Errorf("%w: device %d", ErrNoDevice, i)
-	}
-	return c.devices[i], nil
-}
+// Key returns the chain key (every device signs with it).
+func (c *Cluster) Key() *chain.Ed25519Key { return c.key }
 
 // Nodes returns the running nodes (paused ones included).
 func (c *Cluster) Nodes() []*node.Node {
@@ -238,14 +184,17 @@ func (c *Cluster) Nodes() []*node.Node {
 // Start starts every device: d0 bootstraps, the others join through it one by one,
 // and the timeline recorder starts.
 func (c *Cluster) Start(ctx context.Context) error {
-	c.started = time.Now()
-	c.recDone = make(chan struct{})
-	rctx, cancel := context.WithCancel(context.Background())
-	c.stopRec = cancel
-	go func() {
-		defer close(c.recDone)
-		c.rec.run(rctx)
-	}()
+	var onHold func(string, uint64)
+	if c.cfg.OnHold != nil {
+		onHold = func(name string, epoch uint64) {
+			for _, d := range c.Devices() {
+				if d.Name == name {
+					c.cfg.OnHold(d, epoch)
+				}
+			}
+		}
+	}
+	c.startRecorder(c.cfg.SampleEvery, onHold)
 	for _, d := range c.Devices() {
 		if err := c.startDevice(ctx, d, d.Index == 0); err != nil {
 			return err
@@ -254,10 +203,10 @@ func (c *Cluster) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops every running device gracefully, the lease holder first (so that its
-// release reaches a quorum), each Stop bounded by 2×TTL (the last devices may have
-// no quorum left to release with), then the recorder. Close removes a temp dir.
-func (c *Cluster) Stop(ctx context.Context) error {
+// stopAll stops every running device gracefully, the lease holder first (so that
+// its release reaches a quorum), each Stop bounded by 2×TTL (the last devices may
+// have no quorum left to release with).
+func (c *Cluster) stopAll(ctx context.Context) error {
 	var errs []error
 	devs := c.Devices()
 	if h, _, ok := c.Holder(); ok {
@@ -266,7 +215,7 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	for _, d := range devs {
 		d.gate.resume() // a paused device must be able to stop
 		d.Clock.Resume()
-		n := d.detach()
+		n := c.detach(d)
 		if n == nil {
 			continue
 		}
@@ -274,14 +223,10 @@ func (c *Cluster) Stop(ctx context.Context) error {
 		err := n.Stop(sctx)
 		cancel()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("stop %s: %w", d.Name, err))
+			errs = append(errs, fmt.Errorf("stop %s: %w", d.Label(), err))
 		}
 	}
-	if c.stopRec != nil {
-		c.stopRec()
-		<-c.recDone
-		c.stopRec = nil
-	}
+	c.stopRecorder()
 	return errors.Join(errs...)
 }
 
@@ -289,7 +234,7 @@ func (c *Cluster) Stop(ctx context.Context) error {
 func (c *Cluster) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err := c.Stop(ctx)
+	err := c.stopAll(ctx)
 	if c.tmp {
 		if rerr := os.RemoveAll(c.cfg.Dir); rerr != nil && err == nil {
 			err = rerr
@@ -298,25 +243,33 @@ func (c *Cluster) Close() error {
 	return err
 }
 
-func (c *Cluster) listenAddrs(d *Device) []string {
+// detach marks d down and returns its node (nil if it was down).
+func (c *Cluster) detach(d *Device) *node.Node {
 	d.mu.Lock()
-	port := d.port
+	n, stopAPI, stopFollow := d.node, d.apiStop, d.stopFollow
+	d.node, d.apiStop, d.stopFollow = nil, nil, nil
 	d.mu.Unlock()
-	return []string{"/ip4/127.0.0.1/tcp/" + strconv.Itoa(port)}
+	if stopFollow != nil {
+		stopFollow()
+	}
+	if stopAPI != nil {
+		stopAPI()
+	}
+	return n
 }
 
 // startDevice starts d's node: bootstrap, join through the running members, or
 // (with existing state) rejoin.
 func (c *Cluster) startDevice(ctx context.Context, d *Device, bootstrap bool) error {
-	cfg := node.Config{DataDir: d.Dir, ListenAddrs: c.listenAddrs(d), PSK: c.psk, ChainKey: c.key,
+	d.mu.Lock()
+	port := d.port
+	d.mu.Unlock()
+	listen := func(p int) []string { return []string{"/ip4/127.0.0.1/tcp/" + strconv.Itoa(p)} }
+	cfg := node.Config{DataDir: d.Dir, ListenAddrs: listen(port), PSK: c.psk, ChainKey: c.key,
 		Bootstrap: bootstrap, TTL: c.cfg.TTL, Tick: c.cfg.Tick, Clock: d.Clock,
 		Logger: c.cfg.Logger.With("device", d.Name), Raft: c.cfg.Raft,
-		Knobs: node.Knobs{BeforePropose: func(ctx context.Context, e intentlog.Entry) { d.gate.wait(ctx, e) }}}
-	fresh := true
-	if _, err := os.Stat(filepath.Join(d.Dir, "raft.db")); err == nil {
-		fresh = false
-	}
-	if fresh && !bootstrap {
+		Knobs: &knobs.Node{BeforePropose: func(ctx context.Context, e any) { d.gate.wait(ctx, e.(intentlog.Entry)) }}}
+	if _, err := os.Stat(filepath.Join(d.Dir, intentlog.RaftFile)); err != nil && !bootstrap {
 		token := make([]byte, 16)
 		_, _ = rand.Read(token)
 		var seeds []string
@@ -332,24 +285,34 @@ func (c *Cluster) startDevice(ctx context.Context, d *Device, bootstrap bool) er
 		cfg.Join = &node.JoinConfig{Seeds: seeds, Token: token}
 	}
 	n, err := node.Start(ctx, cfg)
-	if err != nil && d.port != 0 && strings.Contains(err.Error(), "address already in use") {
-		d.mu.Lock()
-		d.port = 0 // someone took the port while the device was down
-		d.mu.Unlock()
-		cfg.ListenAddrs = c.listenAddrs(d)
+	if err != nil && port != 0 && strings.Contains(err.Error(), "address already in use") {
+		// Someone took the port while the device was down: a new one (the others
+		// learn it when the device dials them).
+		cfg.ListenAddrs = listen(0)
 		n, err = node.Start(ctx, cfg)
 	}
 	if err != nil {
 		return fmt.Errorf("start %s: %w", d.Name, err)
 	}
+	var stopAPI func()
+	if c.cfg.API {
+		srv, err := api.Start(n, api.Config{Socket: filepath.Join(d.Dir, api.SocketFile), Logger: cfg.Logger})
+		if err != nil {
+			_ = n.Kill()
+			return fmt.Errorf("start %s: api: %w", d.Name, err)
+		}
+		stopAPI = func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			srv.Close(ctx)
+		}
+	}
 	fctx, stopFollow := context.WithCancel(context.Background())
 	d.mu.Lock()
-	d.node, d.id, d.stopFollow = n, n.ID(), stopFollow
-	if d.port == 0 {
-		d.port = portOf(n.Host().AddrInfo())
-	}
+	d.node, d.id, d.stopFollow, d.apiStop, d.started = n, n.ID(), stopFollow, stopAPI, true
+	d.port = portOf(n.Host().AddrInfo())
 	d.mu.Unlock()
-	go c.rec.follow(fctx, n)
+	go c.follow(fctx, n)
 	c.applyBlocks()
 	return nil
 }
@@ -369,100 +332,25 @@ func portOf(ai peer.AddrInfo) int {
 // device that sees itself as leader.
 func (c *Cluster) Leader() (*Device, bool) {
 	for _, d := range c.Devices() {
-		if n := d.Node(); n != nil && !d.Paused() && n.State().Raft.Role == raft.Leader.String() {
+		if n := d.Node(); n != nil && !d.Paused() && n.Log().Raft().State() == raft.Leader {
 			return d, true
 		}
 	}
 	return nil, false
 }
 
-// Holder returns the device that holds the lease and may sign now (by its own
-// replica and clock), with the epoch; paused devices are not asked.
-func (c *Cluster) Holder() (*Device, uint64, bool) {
-	for _, d := range c.Devices() {
-		if n := d.Node(); n != nil && !d.Paused() {
-			if st := n.State(); st.Lease.HeldByMe {
-				return d, st.Lease.Epoch, true
-			}
-		}
+// WaitLeader waits for a Raft leader.
+func (c *Cluster) WaitLeader(ctx context.Context) (*Device, error) {
+	var l *Device
+	err := wait.Until(ctx, "a raft leader", func() bool {
+		var ok bool
+		l, ok = c.Leader()
+		return ok
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrTimeout, err)
 	}
-	return nil, 0, false
-}
-
-// WaitHolder waits until some unpaused device holds the lease at an epoch above
-// minEpoch and is not one of the excluded devices.
-func (c *Cluster) WaitHolder(ctx context.Context, minEpoch uint64, exclude ...*Device) (*Device, uint64, error) {
-	tk := time.NewTicker(10 * time.Millisecond)
-	defer tk.Stop()
-	for {
-		if d, ep, ok := c.Holder(); ok && ep > minEpoch && !contains(exclude, d) {
-			return d, ep, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, 0, fmt.Errorf("wait for a holder above epoch %d: %w", minEpoch, ErrTimeout)
-		case <-tk.C:
-		}
-	}
-}
-
-func contains(ds []*Device, d *Device) bool {
-	for _, x := range ds {
-		if x == d {
-			return true
-		}
-	}
-	return false
-}
-
-// WaitConverged waits until every running, unpaused device has applied the same
-// non-empty head with nothing pending (every acknowledged intent signed), and at
-// least minSeq commits.
-func (c *Cluster) WaitConverged(ctx context.Context, minSeq uint64) error {
-	tk := time.NewTicker(20 * time.Millisecond)
-	defer tk.Stop()
-	var last string
-	for {
-		ok, why := c.converged(minSeq)
-		if ok {
-			return nil
-		}
-		last = why
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for convergence (%s): %w", last, ErrTimeout)
-		case <-tk.C:
-		}
-	}
-}
-
-func (c *Cluster) converged(minSeq uint64) (bool, string) {
-	var head string
-	var seq uint64
-	n := 0
-	for _, d := range c.Devices() {
-		nd := d.Node()
-		if nd == nil || d.Paused() {
-			continue
-		}
-		st := nd.State()
-		n++
-		if st.Pending > 0 {
-			return false, fmt.Sprintf("%s has %d pending", d.Name, st.Pending)
-		}
-		if head == "" {
-			head, seq = st.Head.Hash, st.Head.Seq
-		} else if st.Head.Hash != head {
-			return false, fmt.Sprintf("%s at seq %d, others at %d", d.Name, st.Head.Seq, seq)
-		}
-	}
-	if n == 0 {
-		return false, "no device running"
-	}
-	if seq < minSeq {
-		return false, fmt.Sprintf("head seq %d < %d", seq, minSeq)
-	}
-	return true, ""
+	return l, nil
 }
 
 // Chains reads every running device's applied chain, seq 1 to its head.
@@ -478,43 +366,13 @@ func (c *Cluster) Chains() ([]DeviceChain, error) {
 		for s := uint64(1); s <= head; s++ {
 			raw, err := n.Log().Commit(s)
 			if err != nil {
-				return nil, fmt.Errorf("%s: commit %d: %w", d.Name, s, err)
+				return nil, fmt.Errorf("%s: commit %d: %w", d.Label(), s, err)
 			}
 			dc.Commits = append(dc.Commits, raw)
 		}
 		out = append(out, dc)
 	}
 	return out, nil
-}
-
-// Check runs the checker over every running device's chain and the given acks,
-// with failover times from the recorder's observations.
-func (c *Cluster) Check(acks []Ack) (CheckResult, error) {
-	chains, err := c.Chains()
-	if err != nil {
-		return CheckResult{}, err
-	}
-	return Check(CheckInput{Chain: c.Chain(), Devices: chains, Acked: acks, Observed: c.rec.observed()}), nil
-}
-
-// Event records a timeline event (and reports it through Config.OnEvent).
-func (c *Cluster) Event(d *Device, kind, label string) {
-	e := Event{At: time.Now(), Kind: kind, Label: label}
-	if d != nil {
-		e.Device = d.Name
-	}
-	c.rec.event(e)
-	if c.cfg.OnEvent != nil {
-		c.cfg.OnEvent(e)
-	}
-}
-
-// Timeline fills r's devices, events, holds, leaders and growth from the recorder.
-func (c *Cluster) Timeline(r *Report) {
-	for _, d := range c.Devices() {
-		r.Devices = append(r.Devices, DeviceInfo{Name: d.Name, ID: d.ID()})
-	}
-	c.rec.fill(r)
 }
 
 // Rejections returns the apply's refusals by reason, the most any running replica
@@ -529,4 +387,43 @@ func (c *Cluster) Rejections() map[string]uint64 {
 		}
 	}
 	return out
+}
+
+// Collect reads the chains and rejection counters, stops the cluster and reads every
+// device's Raft log from disk.
+func (c *Cluster) Collect(ctx context.Context) (CheckInput, error) {
+	in := CheckInput{Chain: c.Chain(), Observed: c.observed(), Names: names(c.Devices())}
+	chains, err := c.Chains()
+	in.Devices = chains
+	in.Rejections = c.Rejections()
+	if serr := c.stopAll(ctx); serr != nil && err == nil {
+		err = serr
+	}
+	c.Harvest()
+	sg := c.sigs.signatures()
+	in.Signatures = &sg
+	return in, err
+}
+
+// names maps the devices' peer IDs to their labels.
+func names(ds []*Device) map[string]string {
+	m := map[string]string{}
+	for _, d := range ds {
+		if id := d.ID(); id != "" {
+			m[id] = d.Label()
+		}
+	}
+	return m
+}
+
+// Check runs the checker over every running device's chain and the given acks, with
+// failover times from the recorder's observations (the Raft logs are not read: use
+// Collect for that).
+func (c *Cluster) Check(acks []Ack) (CheckResult, error) {
+	chains, err := c.Chains()
+	if err != nil {
+		return CheckResult{}, err
+	}
+	return Check(CheckInput{Chain: c.Chain(), Devices: chains, Acked: acks, Observed: c.observed(),
+		Rejections: c.Rejections(), Names: names(c.Devices())}), nil
 }

@@ -3,12 +3,14 @@ package testnet
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/internal/wait"
 )
 
 // gate freezes a device's proposals while it is paused (Knobs.BeforePropose waits
@@ -74,32 +76,32 @@ func (g *gate) wait(ctx context.Context, e intentlog.Entry) {
 
 // Kill stops device d hard: no release, no goodbye (a crash). Its data dir stays.
 func (c *Cluster) Kill(d *Device) error {
-	n := d.detach()
+	n := c.detach(d)
 	if n == nil {
 		return fmt.Errorf("kill %s: %w", d.Name, ErrNoDevice)
 	}
-	c.Event(d, EventKill, "kill "+d.Name)
+	c.Event(d, EventKill, "kill "+d.Label())
 	// A killed paused device must not keep goroutines parked, and comes back with a
 	// running clock.
 	d.gate.resume()
 	d.Clock.Resume()
 	if err := n.Kill(); err != nil {
-		return fmt.Errorf("kill %s: %w", d.Name, err)
+		return fmt.Errorf("kill %s: %w", d.Label(), err)
 	}
 	return nil
 }
 
-// StopDevice stops device d gracefully (releasing the lease if it holds it).
-func (c *Cluster) StopDevice(ctx context.Context, d *Device) error {
-	n := d.detach()
+// Stop stops device d gracefully (releasing the lease if it holds it).
+func (c *Cluster) Stop(ctx context.Context, d *Device) error {
+	n := c.detach(d)
 	if n == nil {
 		return fmt.Errorf("stop %s: %w", d.Name, ErrNoDevice)
 	}
-	c.Event(d, EventStop, "stop "+d.Name)
+	c.Event(d, EventStop, "stop "+d.Label())
 	d.gate.resume()
 	d.Clock.Resume()
 	if err := n.Stop(ctx); err != nil {
-		return fmt.Errorf("stop %s: %w", d.Name, err)
+		return fmt.Errorf("stop %s: %w", d.Label(), err)
 	}
 	return nil
 }
@@ -108,18 +110,16 @@ func (c *Cluster) StopDevice(ctx context.Context, d *Device) error {
 // same port when it is still free).
 func (c *Cluster) Restart(ctx context.Context, d *Device) error {
 	if d.Running() {
-		return fmt.Errorf("restart %s: already running", d.Name)
+		return fmt.Errorf("restart %s: already running", d.Label())
 	}
-	d.mu.Lock()
-	left := d.left
-	d.mu.Unlock()
-	if left {
-		return fmt.Errorf("restart %s: %w: it left the cluster", d.Name, ErrNoDevice)
+	if d.Left() {
+		return fmt.Errorf("restart %s: %w: it left the cluster (Rejoin)", d.Label(), ErrNoDevice)
 	}
+	c.harvest(d) // while it is down, its Raft log is on disk
 	if err := c.startDevice(ctx, d, false); err != nil {
 		return err
 	}
-	c.Event(d, EventRestart, "restart "+d.Name)
+	c.Event(d, EventRestart, "restart "+d.Label())
 	return nil
 }
 
@@ -134,13 +134,11 @@ func (c *Cluster) Pause(d *Device) error {
 		return fmt.Errorf("pause %s: %w", d.Name, ErrNoDevice)
 	}
 	d.gate.pause()
-	deadline := time.Now().Add(c.cfg.TTL / 2)
-	tk := time.NewTicker(2 * time.Millisecond)
-	for d.gate.parkedCount() == 0 && time.Now().Before(deadline) {
-		<-tk.C
-	}
-	tk.Stop()
-	label := "pause " + d.Name
+	// No event says a proposal reached the gate in time: poll, bounded.
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.TTL/2)
+	_ = wait.Until(ctx, "a proposal parked at the gate", func() bool { return d.gate.parkedCount() > 0 })
+	cancel()
+	label := "pause " + d.Label()
 	if k := d.gate.parkedCount(); k > 0 {
 		label += fmt.Sprintf(" (%d proposal(s) caught in flight)", k)
 	}
@@ -151,8 +149,8 @@ func (c *Cluster) Pause(d *Device) error {
 }
 
 // Resume unfreezes a paused device.
-func (c *Cluster) Resume(d *Device) {
-	label := "resume " + d.Name
+func (c *Cluster) Resume(d *Device) error {
+	label := "resume " + d.Label()
 	if k := d.gate.parkedCount(); k > 0 {
 		label += fmt.Sprintf(" (%d parked proposal(s) go out)", k)
 	}
@@ -160,32 +158,50 @@ func (c *Cluster) Resume(d *Device) {
 	d.Clock.Resume()
 	d.gate.resume()
 	c.applyBlocks()
+	return nil
 }
 
 // Partition cuts the network between the given groups of devices (Host.Block both
 // ways between every pair in different groups). Devices in no group keep their
-// links. It replaces any previous partition.
+// links. It replaces any previous cut.
 func (c *Cluster) Partition(groups ...[]*Device) {
-	c.mu.Lock()
-	c.blocks = map[[2]int]bool{}
+	var pairs [][2]*Device
 	var names []string
 	for gi, g := range groups {
 		var gn []string
 		for _, a := range g {
 			gn = append(gn, a.Name)
 			for gj, h := range groups {
-				if gj == gi {
-					continue
-				}
-				for _, b := range h {
-					c.blocks[pairOf(a.Index, b.Index)] = true
+				if gj > gi {
+					for _, b := range h {
+						pairs = append(pairs, [2]*Device{a, b})
+					}
 				}
 			}
 		}
-		names = append(names, fmt.Sprint(gn))
+		names = append(names, "["+strings.Join(gn, " ")+"]")
+	}
+	c.cut(pairs, EventPartition, "partition "+strings.Join(names, " | "))
+}
+
+// Cut cuts the links between the given pairs only (a partial partition: the others
+// keep theirs). It replaces any previous cut.
+func (c *Cluster) Cut(pairs ...[2]*Device) {
+	var names []string
+	for _, p := range pairs {
+		names = append(names, p[0].Name+"✕"+p[1].Name)
+	}
+	c.cut(pairs, EventPartition, "cut "+strings.Join(names, " "))
+}
+
+func (c *Cluster) cut(pairs [][2]*Device, kind, label string) {
+	c.mu.Lock()
+	c.blocks = map[[2]int]bool{}
+	for _, p := range pairs {
+		c.blocks[pairOf(p[0].Index, p[1].Index)] = true
 	}
 	c.mu.Unlock()
-	c.Event(nil, EventPartition, "partition "+fmt.Sprint(names))
+	c.Event(nil, kind, label)
 	c.applyBlocks()
 }
 
@@ -211,7 +227,7 @@ func pairOf(a, b int) [2]int {
 	return [2]int{a, b}
 }
 
-// applyBlocks makes every running host's block list match the partition plus the
+// applyBlocks makes every running host's block list match the cut pairs plus the
 // paused devices.
 func (c *Cluster) applyBlocks() {
 	devs := c.Devices()
@@ -260,44 +276,55 @@ func (c *Cluster) applyBlocks() {
 
 // Skew sets device d's wall clock offset (its monotonic clock is unaffected).
 func (c *Cluster) Skew(d *Device, offset time.Duration) {
-	c.Event(d, EventSkew, fmt.Sprintf("skew %s %+v", d.Name, offset))
+	c.Event(d, EventSkew, fmt.Sprintf("skew %s %+v", d.Label(), offset))
 	d.Clock.SetOffset(offset)
 }
 
 // Drift sets device d's clock rate (1 = in step).
 func (c *Cluster) Drift(d *Device, rate float64) {
-	c.Event(d, EventDrift, fmt.Sprintf("drift %s x%.2f", d.Name, rate))
+	c.Event(d, EventDrift, fmt.Sprintf("drift %s x%.2f", d.Label(), rate))
 	d.Clock.SetRate(rate)
 }
 
-// AddDevice adds a new device that joins the running cluster (during load, if any).
-func (c *Cluster) AddDevice(ctx context.Context) (*Device, error) {
-	d := c.newDevice()
-	if err := c.startDevice(ctx, d, false); err != nil {
-		return d, err
-	}
-	c.Event(d, EventJoin, "join "+d.Name)
-	return d, nil
-}
-
-// RemoveDevice makes device d leave the cluster (Node.Leave: it hands off the lease
-// and is removed from the Raft configuration) and stops it for good.
-func (c *Cluster) RemoveDevice(ctx context.Context, d *Device) error {
+// Leave makes device d leave the cluster (Node.Leave: it hands off the lease and is
+// removed from the Raft configuration) and stops it.
+func (c *Cluster) Leave(ctx context.Context, d *Device) error {
 	n := d.Node()
 	if n == nil {
 		return fmt.Errorf("leave %s: %w", d.Name, ErrNoDevice)
 	}
-	c.Event(d, EventLeave, "leave "+d.Name)
+	c.Event(d, EventLeave, "leave "+d.Label())
 	if err := n.Leave(ctx); err != nil {
-		return fmt.Errorf("leave %s: %w", d.Name, err)
+		return fmt.Errorf("leave %s: %w", d.Label(), err)
 	}
-	d.detach()
+	c.detach(d)
 	d.mu.Lock()
 	d.left = true
 	d.mu.Unlock()
 	if err := n.Stop(ctx); err != nil {
-		return fmt.Errorf("stop %s after leave: %w", d.Name, err)
+		return fmt.Errorf("stop %s after leave: %w", d.Label(), err)
 	}
+	return nil
+}
+
+// Rejoin brings a slot that left back: its Raft log is read, its replicated state
+// wiped (identity kept), and it joins through a fresh join window.
+func (c *Cluster) Rejoin(ctx context.Context, d *Device) error {
+	if d.Running() {
+		return fmt.Errorf("rejoin %s: still running", d.Label())
+	}
+	c.harvest(d)
+	if err := wipeState(d.Dir); err != nil {
+		return err
+	}
+	d.wiped()
+	if err := c.startDevice(ctx, d, false); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.left = false
+	d.mu.Unlock()
+	c.Event(d, EventJoin, "join "+d.Label())
 	return nil
 }
 
@@ -307,9 +334,9 @@ func (c *Cluster) Release(ctx context.Context, d *Device) error {
 	if n == nil {
 		return fmt.Errorf("release %s: %w", d.Name, ErrNoDevice)
 	}
-	c.Event(d, EventRelease, "release "+d.Name)
+	c.Event(d, EventRelease, "release "+d.Label())
 	if err := n.Release(ctx); err != nil {
-		return fmt.Errorf("release %s: %w", d.Name, err)
+		return fmt.Errorf("release %s: %w", d.Label(), err)
 	}
 	return nil
 }
@@ -320,9 +347,9 @@ func (c *Cluster) Transfer(ctx context.Context, d, to *Device) error {
 	if n == nil {
 		return fmt.Errorf("transfer %s: %w", d.Name, ErrNoDevice)
 	}
-	c.Event(d, EventRelease, "transfer "+d.Name+"→"+to.Name)
+	c.Event(d, EventTransfer, "transfer "+d.Label()+" → "+to.Label())
 	if err := n.Transfer(ctx, to.ID()); err != nil {
-		return fmt.Errorf("transfer %s to %s: %w", d.Name, to.Name, err)
+		return fmt.Errorf("transfer %s to %s: %w", d.Label(), to.Label(), err)
 	}
 	return nil
 }

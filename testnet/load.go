@@ -2,12 +2,17 @@ package testnet
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"maps"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/signer/api"
 	"github.com/batonhq/baton/signer/node"
 )
 
@@ -42,6 +47,9 @@ type LoadConfig struct {
 	Workers int           // concurrent submissions (default 4)
 	Timeout time.Duration // per submission (default 5 s)
 	Prefix  string        // id prefix (default "load")
+	// Retries resubmits a failed intent with the same id (an idempotency key) on the
+	// next target, up to this many times, as a careful client does (default 0).
+	Retries int
 }
 
 // Load submits intents with unique ids at a bounded rate until it has submitted Max
@@ -52,8 +60,11 @@ type Load struct {
 	cfg       LoadConfig
 	submitted atomic.Int64
 	failed    atomic.Int64
+	retried   atomic.Int64
 	mu        sync.Mutex
 	acks      []Ack
+	fails     []time.Time    // when each failed submission gave up
+	errs      map[string]int // failed submissions by the API's error code
 	cancel    context.CancelFunc
 	done      chan struct{}
 }
@@ -79,7 +90,7 @@ func StartLoad(ctx context.Context, cfg LoadConfig) (*Load, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = "load"
 	}
-	l := &Load{cfg: cfg, done: make(chan struct{})}
+	l := &Load{cfg: cfg, done: make(chan struct{}), errs: map[string]int{}}
 	ctx, l.cancel = context.WithCancel(ctx)
 	go l.run(ctx)
 	return l, nil
@@ -118,24 +129,43 @@ loop:
 }
 
 func (l *Load) one(ctx context.Context, i int) {
-	ts := l.cfg.Targets()
-	if len(ts) == 0 {
-		return
-	}
-	t := ts[i%len(ts)]
 	id := fmt.Sprintf("%s-%06d", l.cfg.Prefix, i)
 	in := intentlog.Intent{ID: id, Op: intentlog.OpPut, Path: "drill/" + id, Value: []byte(id)}
-	sctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
-	defer cancel()
-	l.submitted.Add(1)
-	res, err := t.Submitter.Submit(sctx, in, node.WaitCommitted)
-	if err != nil {
-		l.failed.Add(1)
-		return
+	submitted := false
+	var lastErr error
+	for try := 0; try <= l.cfg.Retries && ctx.Err() == nil; try++ {
+		ts := l.cfg.Targets()
+		if len(ts) == 0 {
+			if !submitted {
+				return // nothing to submit to: skip the slot
+			}
+			break
+		}
+		if !submitted {
+			l.submitted.Add(1)
+			submitted = true
+		} else {
+			l.retried.Add(1)
+		}
+		t := ts[(i+try)%len(ts)]
+		sctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+		res, err := t.Submitter.Submit(sctx, in, node.WaitCommitted)
+		cancel()
+		lastErr = err
+		if err == nil {
+			l.mu.Lock()
+			l.acks = append(l.acks, Ack{ID: id, At: time.Now(), Device: t.Device, Index: res.Index})
+			l.mu.Unlock()
+			return
+		}
 	}
-	l.mu.Lock()
-	l.acks = append(l.acks, Ack{ID: id, At: time.Now(), Device: t.Device, Index: res.Index})
-	l.mu.Unlock()
+	if submitted {
+		l.failed.Add(1)
+		l.mu.Lock()
+		l.fails = append(l.fails, time.Now())
+		l.errs[errorCode(lastErr)]++
+		l.mu.Unlock()
+	}
 }
 
 // Stop stops the generator and waits for in-flight submissions.
@@ -158,19 +188,58 @@ func (l *Load) Acks() []Ack {
 func (l *Load) Counts() Counts {
 	l.mu.Lock()
 	acked := len(l.acks)
+	errs := maps.Clone(l.errs)
 	l.mu.Unlock()
-	return Counts{Submitted: int(l.submitted.Load()), Acked: acked, Failed: int(l.failed.Load())}
+	return Counts{Submitted: int(l.submitted.Load()), Acked: acked, Failed: int(l.failed.Load()), Retried: int(l.retried.Load()), Errors: errs}
 }
 
-// LoadTargets returns a Targets func over the cluster's running, unpaused devices.
-func (c *Cluster) LoadTargets() func() []Target {
-	return func() []Target {
-		var out []Target
-		for _, d := range c.Devices() {
-			if n := d.Node(); n != nil && !d.Paused() {
-				out = append(out, Target{Device: d.Name, Submitter: n})
-			}
-		}
-		return out
+// errorCode names a failed submission's error the way the API does (timeout,
+// no_quorum, stopped, ...), whether it came over the socket or from a node.
+func errorCode(err error) string {
+	var ae *api.APIError
+	var oe *net.OpError
+	switch {
+	case err == nil:
+		return "none"
+	case errors.As(err, &ae):
+		return ae.Code
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.As(err, &oe) && oe.Op == "dial":
+		return "socket_refused" // the device's API is not listening (down, or stopping)
+	case errors.As(err, &oe), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "socket_closed" // the device went away mid-request
 	}
+	code, _ := api.Code(err)
+	return code
+}
+
+// loadSeries buckets the generators' acknowledgements and failures over [from, to]
+// (at most about 300 buckets, whole seconds or more).
+func loadSeries(ls []*Load, from, to time.Time) []LoadBucket {
+	span := to.Sub(from)
+	width := time.Second
+	for span/width > 300 {
+		width *= 2
+	}
+	n := int(span/width) + 1
+	out := make([]LoadBucket, n)
+	for i := range out {
+		out[i].At = from.Add(time.Duration(i) * width)
+	}
+	at := func(t time.Time) int { return min(max(int(t.Sub(from)/width), 0), n-1) }
+	for _, l := range ls {
+		if l == nil {
+			continue
+		}
+		l.mu.Lock()
+		for _, a := range l.acks {
+			out[at(a.At)].Acked++
+		}
+		for _, f := range l.fails {
+			out[at(f)].Failed++
+		}
+		l.mu.Unlock()
+	}
+	return out
 }

@@ -6,79 +6,129 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/internal/wait"
 	"github.com/batonhq/baton/signer/api"
 	"github.com/batonhq/baton/signer/node"
 )
 
-// ProcsScenarios are the scenarios multi-process mode supports: the faults a real
-// process can suffer from outside (kill -9, SIGSTOP/SIGCONT, SIGTERM and restart)
-// plus the API's handover. Partitions, clock skew and churn need in-process hooks.
-var ProcsScenarios = []string{"kill-holder", "pause-holder", "rolling-restart", "release-handover"}
+// DefaultProcsRaftTimeout is the --raft-timeout the processes run with.
+const DefaultProcsRaftTimeout = 300 * time.Millisecond
 
-// ProcsConfig configures a multi-process drill.
+// ProcsConfig configures a ProcCluster.
 type ProcsConfig struct {
-	DrillConfig
 	// Bin is the baton binary (default: this executable).
-	Bin string
+	Bin   string
+	Nodes int           // default 3
+	TTL   time.Duration // default 1 s
+	Tick  time.Duration // default 100 ms
+	// RaftTimeout is each process's --raft-timeout (default 300 ms).
+	RaftTimeout time.Duration
+	// Dir holds the data dirs and logs (default: a temp dir, removed by Close).
+	Dir string
+	// SampleEvery is the timeline's sampling period over the API (default 40 ms;
+	// < 0: no timeline, so that measurements see idle processes).
+	SampleEvery time.Duration
+	// OnEvent, optional, is called for every timeline event.
+	OnEvent func(Event)
 }
 
-// Proc is one device running as a `baton run` process.
-type Proc struct {
-	Name   string
-	Index  int
-	Dir    string
-	Listen string
+// proc is one `baton run` process of a device.
+type proc struct {
+	listen string
 
-	pc      *ProcCluster
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	client  *api.Client
-	paused  bool
-	started bool
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+	paused bool
+	client *api.Client
 }
 
-// ProcCluster is a cluster of real baton processes on 127.0.0.1, driven through the
-// CLI (init, invite, join, run) and each device's API socket (api.Client).
+func (p *proc) alive() bool {
+	p.mu.Lock()
+	ch := p.exited
+	p.mu.Unlock()
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return false
+	default:
+		return true
+	}
+}
+
+func (p *proc) isPaused() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.paused
+}
+
+func (p *proc) api() *api.Client {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.client
+}
+
+func (p *proc) signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return ErrNoDevice
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
+// waitExit waits for the process to exit (on its exit channel), at most timeout.
+func (p *proc) waitExit(timeout time.Duration) bool {
+	p.mu.Lock()
+	ch := p.exited
+	p.mu.Unlock()
+	if ch == nil {
+		return true
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// ProcCluster is a Net of real baton processes on 127.0.0.1, formed through the CLI
+// (init, invite, join, run, leave) and driven through signals and each device's API
+// socket (api.Client).
 type ProcCluster struct {
-	bin   string
-	dir   string
+	*netBase
+	cfg   ProcsConfig
 	tmp   bool
-	ttl   time.Duration
-	tick  time.Duration
-	chain string
 	flags []string
-	log   func(Event)
-
-	mu    sync.Mutex
-	procs []*Proc
-	rec   *recorder
-	stop  context.CancelFunc
-	done  chan struct{}
 }
 
-// NewProcCluster prepares n devices' data dirs under dir (a temp dir if empty).
-func NewProcCluster(cfg ProcsConfig, onEvent func(Event)) (*ProcCluster, error) {
-	bin := cfg.Bin
-	if bin == "" {
+// NewProcCluster prepares the devices' slots under cfg.Dir (a temp dir if empty).
+func NewProcCluster(cfg ProcsConfig) (*ProcCluster, error) {
+	if cfg.Bin == "" {
 		exe, err := os.Executable()
 		if err != nil {
-			return nil, fmt.Errorf("%w: no --bin and no executable path: %w", ErrProcsUnavailable, err)
+			return nil, fmt.Errorf("%w: no binary given and no executable path: %w", ErrProcsUnavailable, err)
 		}
-		bin = exe
+		cfg.Bin = exe
 	}
-	if fi, err := os.Stat(bin); err != nil || fi.IsDir() {
-		return nil, fmt.Errorf("%w: baton binary %q not found", ErrProcsUnavailable, bin)
+	if fi, err := os.Stat(cfg.Bin); err != nil || fi.IsDir() {
+		return nil, fmt.Errorf("%w: baton binary %q not found", ErrProcsUnavailable, cfg.Bin)
 	}
 	if cfg.Nodes == 0 {
 		cfg.Nodes = DefaultNodes
@@ -89,28 +139,67 @@ func NewProcCluster(cfg ProcsConfig, onEvent func(Event)) (*ProcCluster, error) 
 	if cfg.Tick == 0 {
 		cfg.Tick = DefaultTick
 	}
-	if cfg.Nodes < 1 || cfg.Nodes > MaxNodes || cfg.Tick >= cfg.TTL {
+	if cfg.RaftTimeout == 0 {
+		cfg.RaftTimeout = DefaultProcsRaftTimeout
+	}
+	if cfg.SampleEvery == 0 {
+		cfg.SampleEvery = 2 * DefaultSampleEvery
+	}
+	if cfg.Nodes < 1 || cfg.Nodes > MaxNodes || cfg.Tick <= 0 || cfg.Tick >= cfg.TTL {
 		return nil, fmt.Errorf("%w: nodes %d, tick %s, ttl %s", ErrBadConfig, cfg.Nodes, cfg.Tick, cfg.TTL)
 	}
-	pc := &ProcCluster{bin: bin, dir: cfg.Dir, ttl: cfg.TTL, tick: cfg.Tick, log: onEvent,
-		flags: []string{"--ttl", cfg.TTL.String(), "--tick", cfg.Tick.String(), "--raft-timeout", "300ms", "--log-level", "info"}}
-	if pc.dir == "" {
+	pc := &ProcCluster{cfg: cfg, netBase: newBase(KindProcs, cfg.TTL, cfg.Tick, 2*cfg.RaftTimeout, cfg.OnEvent),
+		flags: []string{"--ttl", cfg.TTL.String(), "--tick", cfg.Tick.String(), "--raft-timeout", cfg.RaftTimeout.String(), "--log-level", "info"}}
+	if pc.cfg.Dir == "" {
 		d, err := os.MkdirTemp("", "baton-procs-")
 		if err != nil {
 			return nil, fmt.Errorf("temp dir: %w", err)
 		}
-		pc.dir, pc.tmp = d, true
+		pc.cfg.Dir, pc.tmp = d, true
 	}
+	// Run a private copy: a rebuild of the binary during a long drill must not mix
+	// versions (a restarted device running other code than its peers).
+	bin := filepath.Join(pc.cfg.Dir, "baton")
+	if err := copyFile(cfg.Bin, bin); err != nil {
+		return nil, fmt.Errorf("%w: copy the binary: %w", ErrProcsUnavailable, err)
+	}
+	pc.cfg.Bin = bin
 	for i := 0; i < cfg.Nodes; i++ {
 		l, err := freeListen()
 		if err != nil {
 			return nil, err
 		}
-		name := fmt.Sprintf("d%d", i)
-		pc.procs = append(pc.procs, &Proc{Name: name, Index: i, Dir: filepath.Join(pc.dir, name), Listen: l, pc: pc})
+		d := pc.addSlot(pc.cfg.Dir, nil)
+		d.proc = &proc{listen: l}
 	}
-	pc.rec = newRecorder(DefaultSampleEvery*2, pc.sample)
+	pc.state = pc.stateOf
+	pc.target = func(d *Device) Submitter {
+		if c := d.proc.api(); c != nil {
+			return c
+		}
+		return nil
+	}
+	pc.readLog = func(d *Device, from uint64, fn func(intentlog.RaftEntry) error) (bool, error) {
+		if d.proc.alive() {
+			return false, nil // the process holds raft.db's lock
+		}
+		if _, err := os.Stat(filepath.Join(d.Dir, intentlog.RaftFile)); err != nil {
+			return false, nil
+		}
+		return true, intentlog.ReadRaftLog(d.Dir, from, fn)
+	}
 	return pc, nil
+}
+
+func copyFile(from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, 0o755)
 }
 
 func freeListen() (string, error) {
@@ -123,29 +212,28 @@ func freeListen() (string, error) {
 	return fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port), nil
 }
 
-// Procs returns the devices.
-func (pc *ProcCluster) Procs() []*Proc {
-	pc.mu.Lock()
-	defer pc.mu.Unlock()
-	return append([]*Proc(nil), pc.procs...)
+// Bin is the baton binary the devices run (a copy of ProcsConfig.Bin in the
+// cluster's directory).
+func (pc *ProcCluster) Bin() string { return pc.cfg.Bin }
+
+// Pid returns d's process ID (0 while down).
+func (pc *ProcCluster) Pid(d *Device) int {
+	d.proc.mu.Lock()
+	defer d.proc.mu.Unlock()
+	if d.proc.cmd == nil || d.proc.cmd.Process == nil {
+		return 0
+	}
+	return d.proc.cmd.Process.Pid
 }
 
-func (pc *ProcCluster) event(p *Proc, kind, label string) {
-	e := Event{At: time.Now(), Kind: kind, Label: label}
-	if p != nil {
-		e.Device = p.Name
-	}
-	pc.rec.event(e)
-	if pc.log != nil {
-		pc.log(e)
-	}
-}
+// Client returns d's API client (nil before its first start).
+func (pc *ProcCluster) Client(d *Device) *api.Client { return d.proc.api() }
 
 // runCLI runs the binary to completion (bounded) and returns its stdout.
 func (pc *ProcCluster) runCLI(ctx context.Context, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, pc.bin, args...)
+	cmd := exec.CommandContext(ctx, pc.cfg.Bin, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
@@ -154,88 +242,116 @@ func (pc *ProcCluster) runCLI(ctx context.Context, args ...string) (string, erro
 	return out.String(), nil
 }
 
+// stateOf asks the device's API for its state (bounded: a frozen process does not
+// answer).
+func (pc *ProcCluster) stateOf(d *Device) (node.State, bool) {
+	p := d.proc
+	if !p.alive() || p.isPaused() {
+		return node.State{}, false
+	}
+	c := p.api()
+	if c == nil {
+		return node.State{}, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	st, err := c.State(ctx)
+	if err != nil {
+		return node.State{}, false
+	}
+	d.mu.Lock()
+	d.id = st.ID
+	d.mu.Unlock()
+	return st, true
+}
+
 // Start initialises and starts every device: d0 with a new chain (it bootstraps),
-// the others from an invite (join).
+// the others from an invite (join), one at a time.
 func (pc *ProcCluster) Start(ctx context.Context) error {
-	rctx, cancel := context.WithCancel(context.Background())
-	pc.stop, pc.done = cancel, make(chan struct{})
-	go func() {
-		defer close(pc.done)
-		pc.rec.run(rctx)
-	}()
-	ps := pc.Procs()
-	out, err := pc.runCLI(ctx, "init", "--data", ps[0].Dir, "--new-chain")
+	pc.startRecorder(pc.cfg.SampleEvery, nil)
+	ds := pc.Devices()
+	out, err := pc.runCLI(ctx, "init", "--data", ds[0].Dir, "--new-chain")
 	if err != nil {
 		return err
 	}
 	for _, f := range strings.Fields(out) {
 		if strings.HasPrefix(f, "did:key:") {
-			pc.chain = f
+			pc.setChain(f)
 		}
 	}
-	if pc.chain == "" {
+	if pc.Chain() == "" {
 		return fmt.Errorf("baton init printed no chain did: %q", out)
 	}
-	if err := ps[0].spawn(append([]string{"run", "--data", ps[0].Dir, "--listen", ps[0].Listen}, pc.flags...)); err != nil {
+	if err := pc.spawn(ds[0], "run"); err != nil {
 		return err
 	}
-	if err := pc.poll(ctx, 30*time.Second, "d0 to hold the lease", func() bool {
-		st, ok := ps[0].state()
+	if err := pc.until(ctx, ds[0].Name+" to hold the lease", func() bool {
+		st, ok := pc.stateOf(ds[0])
 		return ok && st.Lease.HeldByMe
 	}); err != nil {
 		return err
 	}
-	for _, p := range ps[1:] {
-		invite, err := pc.runCLI(ctx, "invite", "--data", ps[0].Dir, "--with-chain-key", "--ttl", "10m")
-		if err != nil {
-			return err
-		}
-		args := append([]string{"join", "--data", p.Dir, "--listen", p.Listen}, pc.flags...)
-		if err := p.spawn(append(args, strings.TrimSpace(invite))); err != nil {
-			return err
-		}
-		want := p.Index + 1
-		if err := pc.poll(ctx, 30*time.Second, p.Name+" to join", func() bool {
-			st, ok := p.state()
-			return ok && st.Members == want && st.Raft.Leader != ""
-		}); err != nil {
+	for _, d := range ds[1:] {
+		if err := pc.join(ctx, d, d.Index+1); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (pc *ProcCluster) poll(ctx context.Context, timeout time.Duration, what string, cond func() bool) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tk := time.NewTicker(20 * time.Millisecond)
-	defer tk.Stop()
-	for {
-		if cond() {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for %s: %w", what, ErrTimeout)
-		case <-tk.C:
+// join makes d join through an invite of a running member and waits until it counts
+// members and knows the leader.
+func (pc *ProcCluster) join(ctx context.Context, d *Device, members int) error {
+	var from *Device
+	for _, o := range pc.Devices() {
+		if o != d && o.Running() && !o.Paused() && !o.Left() {
+			from = o
+			break
 		}
 	}
-}
-
-// spawn starts the process with its output appended to <dir>.log.
-func (p *Proc) spawn(args []string) error {
-	if err := os.MkdirAll(filepath.Dir(p.Dir), 0o755); err != nil {
+	if from == nil {
+		return fmt.Errorf("join %s: %w: no running member to invite it", d.Name, ErrNoDevice)
+	}
+	invite, err := pc.runCLI(ctx, "invite", "--data", from.Dir, "--with-chain-key", "--ttl", "10m")
+	if err != nil {
 		return err
 	}
-	logf, err := os.OpenFile(p.Dir+".log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("%s log: %w", p.Name, err)
+	if err := pc.spawn(d, "join", strings.TrimSpace(invite)); err != nil {
+		return err
 	}
-	cmd := exec.Command(p.pc.bin, args...)
+	return pc.until(ctx, d.Name+" to join", func() bool {
+		st, ok := pc.stateOf(d)
+		return ok && st.Members >= members && st.Raft.Leader != ""
+	})
+}
+
+// until is wait.Until bounded by a start-up allowance.
+func (pc *ProcCluster) until(ctx context.Context, what string, cond func() bool) error {
+	ctx, cancel := context.WithTimeout(ctx, 4*pc.cfg.TTL+30*time.Second)
+	defer cancel()
+	if err := wait.Until(ctx, what, cond); err != nil {
+		return fmt.Errorf("%w: %w", ErrTimeout, err)
+	}
+	return nil
+}
+
+// spawn starts `baton <verb> --data DIR --listen ADDR <flags> [arg]` with its output
+// appended to <dir>.log.
+func (pc *ProcCluster) spawn(d *Device, verb string, arg ...string) error {
+	p := d.proc
+	if err := os.MkdirAll(filepath.Dir(d.Dir), 0o755); err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(d.Dir+".log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("%s log: %w", d.Name, err)
+	}
+	args := append(append([]string{verb, "--data", d.Dir, "--listen", p.listen}, pc.flags...), arg...)
+	cmd := exec.Command(pc.cfg.Bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return fmt.Errorf("start %s: %w", p.Name, err)
+		return fmt.Errorf("start %s: %w", d.Name, err)
 	}
 	exited := make(chan struct{})
 	go func() {
@@ -244,209 +360,234 @@ func (p *Proc) spawn(args []string) error {
 		close(exited)
 	}()
 	p.mu.Lock()
-	p.cmd, p.exited, p.paused, p.started = cmd, exited, false, true
+	p.cmd, p.exited, p.paused = cmd, exited, false
 	if p.client == nil {
-		c, err := api.NewClient(filepath.Join(p.Dir, api.SocketFile), "")
-		if err == nil {
+		if c, err := api.NewClient(filepath.Join(d.Dir, api.SocketFile), ""); err == nil {
 			p.client = c
 		}
 	}
 	p.mu.Unlock()
+	d.mu.Lock()
+	d.started = true
+	d.mu.Unlock()
 	return nil
 }
 
-// Running reports whether the process is alive (it may be stopped with SIGSTOP).
-func (p *Proc) Running() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.exited == nil {
-		return false
+// Kill sends SIGKILL (no release), waits for the process to exit and reads its Raft
+// log.
+func (pc *ProcCluster) Kill(d *Device) error {
+	pc.Event(d, EventKill, "kill -9 "+d.Label())
+	if err := d.proc.signal(syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill %s: %w", d.Label(), err)
 	}
-	select {
-	case <-p.exited:
-		return false
-	default:
-		return true
+	if !d.proc.waitExit(10 * time.Second) {
+		return fmt.Errorf("kill %s: still running 10 s after SIGKILL", d.Label())
 	}
-}
-
-// Paused reports whether the process is stopped with SIGSTOP.
-func (p *Proc) Paused() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.paused
-}
-
-// state asks the device's API for its state (bounded: a frozen process does not
-// answer).
-func (p *Proc) state() (node.State, bool) {
-	if !p.Running() || p.Paused() {
-		return node.State{}, false
-	}
-	p.mu.Lock()
-	c := p.client
-	p.mu.Unlock()
-	if c == nil {
-		return node.State{}, false
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	st, err := c.State(ctx)
-	return st, err == nil
-}
-
-func (pc *ProcCluster) sample() []sampled {
-	var out []sampled
-	for _, p := range pc.Procs() {
-		s := sampled{name: p.Name}
-		if st, ok := p.state(); ok {
-			s.st = &st
-		}
-		out = append(out, s)
-	}
-	return out
-}
-
-func (p *Proc) signal(sig syscall.Signal) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil || p.cmd.Process == nil {
-		return fmt.Errorf("%s: %w", p.Name, ErrNoDevice)
-	}
-	return p.cmd.Process.Signal(sig)
-}
-
-func (p *Proc) waitExit(timeout time.Duration) bool {
-	p.mu.Lock()
-	ch := p.exited
-	p.mu.Unlock()
-	if ch == nil {
-		return true
-	}
-	select {
-	case <-ch:
-		return true
-	case <-time.After(timeout):
-		return false
-	}
-}
-
-// Kill sends SIGKILL (no release) and waits for the process to exit.
-func (pc *ProcCluster) Kill(p *Proc) error {
-	pc.event(p, EventKill, "kill -9 "+p.Name)
-	if err := p.signal(syscall.SIGKILL); err != nil {
-		return err
-	}
-	p.waitExit(10 * time.Second)
-	p.mu.Lock()
-	p.paused = false
-	p.mu.Unlock()
+	d.proc.mu.Lock()
+	d.proc.paused = false
+	d.proc.mu.Unlock()
+	pc.harvest(d)
 	return nil
 }
 
-// Pause sends SIGSTOP; Resume sends SIGCONT.
-func (pc *ProcCluster) Pause(p *Proc) error {
-	pc.event(p, EventPause, "SIGSTOP "+p.Name)
-	p.mu.Lock()
-	p.paused = true
-	p.mu.Unlock()
-	return p.signal(syscall.SIGSTOP)
+// Pause sends SIGSTOP.
+func (pc *ProcCluster) Pause(d *Device) error {
+	pc.Event(d, EventPause, "SIGSTOP "+d.Label())
+	d.proc.mu.Lock()
+	d.proc.paused = true
+	d.proc.mu.Unlock()
+	return d.proc.signal(syscall.SIGSTOP)
 }
 
-func (pc *ProcCluster) Resume(p *Proc) error {
-	pc.event(p, EventResume, "SIGCONT "+p.Name)
-	err := p.signal(syscall.SIGCONT)
-	p.mu.Lock()
-	p.paused = false
-	p.mu.Unlock()
+// Resume sends SIGCONT.
+func (pc *ProcCluster) Resume(d *Device) error {
+	pc.Event(d, EventResume, "SIGCONT "+d.Label())
+	err := d.proc.signal(syscall.SIGCONT)
+	d.proc.mu.Lock()
+	d.proc.paused = false
+	d.proc.mu.Unlock()
 	return err
 }
 
-// Terminate sends SIGTERM (graceful: the node releases) and waits, then SIGKILL.
-func (pc *ProcCluster) Terminate(p *Proc, kind string) error {
-	if kind != "" {
-		pc.event(p, kind, "SIGTERM "+p.Name)
+// Stop sends SIGTERM (graceful: the node releases) and waits, then SIGKILL; the
+// stopped device's Raft log is read.
+func (pc *ProcCluster) Stop(ctx context.Context, d *Device) error {
+	pc.Event(d, EventStop, "SIGTERM "+d.Label())
+	return pc.terminate(d)
+}
+
+func (pc *ProcCluster) terminate(d *Device) error {
+	p := d.proc
+	if !p.alive() {
+		return nil
 	}
-	if p.Paused() {
+	if p.isPaused() {
 		_ = p.signal(syscall.SIGCONT)
+		p.mu.Lock()
+		p.paused = false
+		p.mu.Unlock()
 	}
 	if err := p.signal(syscall.SIGTERM); err != nil {
 		return err
 	}
-	if !p.waitExit(2*pc.ttl + 10*time.Second) {
+	var err error
+	if !p.waitExit(2*pc.cfg.TTL + 10*time.Second) {
 		_ = p.signal(syscall.SIGKILL)
 		p.waitExit(5 * time.Second)
-		return fmt.Errorf("%s did not stop on SIGTERM", p.Name)
+		err = fmt.Errorf("%s did not stop on SIGTERM", d.Label())
 	}
-	return nil
+	pc.harvest(d)
+	return err
 }
 
 // Restart runs the device again from its data dir.
-func (pc *ProcCluster) Restart(p *Proc) error {
-	if p.Running() {
-		return fmt.Errorf("restart %s: already running", p.Name)
+func (pc *ProcCluster) Restart(ctx context.Context, d *Device) error {
+	if d.Running() {
+		return fmt.Errorf("restart %s: already running", d.Label())
 	}
-	if err := p.spawn(append([]string{"run", "--data", p.Dir, "--listen", p.Listen}, pc.flags...)); err != nil {
+	if d.Left() {
+		return fmt.Errorf("restart %s: %w: it left the cluster (Rejoin)", d.Label(), ErrNoDevice)
+	}
+	if err := pc.spawn(d, "run"); err != nil {
 		return err
 	}
-	pc.event(p, EventRestart, "restart "+p.Name)
+	pc.Event(d, EventRestart, "restart "+d.Label())
 	return nil
 }
 
-// Holder returns the process holding the lease (by its own state), with the epoch.
-func (pc *ProcCluster) Holder() (*Proc, uint64, bool) {
-	for _, p := range pc.Procs() {
-		if st, ok := p.state(); ok && st.Lease.HeldByMe {
-			return p, st.Lease.Epoch, true
-		}
+// Leave runs `baton leave` against d (it releases the lease if held and removes
+// itself from the Raft configuration), then stops the process.
+func (pc *ProcCluster) Leave(ctx context.Context, d *Device) error {
+	if d.Index == 0 {
+		// Its data dir was made with init --new-chain: wiped, it would bootstrap a
+		// new cluster on the next run instead of joining.
+		return fmt.Errorf("leave %s: the founding device does not leave in procs mode", d.Label())
 	}
-	return nil, 0, false
+	pc.Event(d, EventLeave, "leave "+d.Label())
+	if _, err := pc.runCLI(ctx, "leave", "--data", d.Dir); err != nil {
+		return fmt.Errorf("leave %s: %w", d.Label(), err)
+	}
+	d.mu.Lock()
+	d.left = true
+	d.mu.Unlock()
+	return pc.terminate(d)
 }
 
-// Close stops every process (holder first, SIGTERM then SIGKILL) and the recorder,
-// and removes a temp dir.
-func (pc *ProcCluster) Close() error {
+// Rejoin wipes the replicated state of a device that left (its keys stay) and runs
+// `baton join` with a fresh invite from a running member, as an operator re-adds a
+// device.
+func (pc *ProcCluster) Rejoin(ctx context.Context, d *Device) error {
+	if d.Running() {
+		return fmt.Errorf("rejoin %s: still running", d.Label())
+	}
+	pc.harvest(d)
+	if err := wipeState(d.Dir); err != nil {
+		return err
+	}
+	d.wiped()
+	members := 0
+	for _, o := range pc.Devices() {
+		if !o.Left() && o != d {
+			members++
+		}
+	}
+	if err := pc.join(ctx, d, members+1); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.left = false
+	d.mu.Unlock()
+	pc.Event(d, EventJoin, "join "+d.Label())
+	return nil
+}
+
+// Release asks d's API to release the lease.
+func (pc *ProcCluster) Release(ctx context.Context, d *Device) error {
+	c := d.proc.api()
+	if c == nil {
+		return fmt.Errorf("release %s: %w", d.Name, ErrNoDevice)
+	}
+	pc.Event(d, EventRelease, "release "+d.Label())
+	if err := c.Release(ctx); err != nil {
+		return fmt.Errorf("release %s: %w", d.Label(), err)
+	}
+	return nil
+}
+
+// Transfer asks d's API to hand the lease to to.
+func (pc *ProcCluster) Transfer(ctx context.Context, d, to *Device) error {
+	c := d.proc.api()
+	if c == nil {
+		return fmt.Errorf("transfer %s: %w", d.Name, ErrNoDevice)
+	}
+	pc.Event(d, EventTransfer, "transfer "+d.Label()+" → "+to.Label())
+	if err := c.Transfer(ctx, to.ID()); err != nil {
+		return fmt.Errorf("transfer %s to %s: %w", d.Label(), to.Label(), err)
+	}
+	return nil
+}
+
+// stopAll stops every process (SIGTERM then SIGKILL) and the recorder, reading each
+// stopped device's Raft log: the holder first, alone (its release needs a quorum),
+// then the others at once.
+func (pc *ProcCluster) stopAll() error {
 	var errs []error
-	ps := pc.Procs()
-	if h, _, ok := pc.Holder(); ok {
-		ps = append([]*Proc{h}, ps...)
-	}
-	for _, p := range ps {
-		if p.Running() {
-			if err := pc.Terminate(p, ""); err != nil {
-				errs = append(errs, err)
-			}
+	var mu sync.Mutex
+	stop := func(d *Device) {
+		if err := pc.terminate(d); err != nil {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
 		}
-		p.mu.Lock()
-		if p.client != nil {
-			p.client.Close()
-			p.client = nil
+	}
+	h, _, held := pc.Holder()
+	if held {
+		stop(h)
+	}
+	var wg sync.WaitGroup
+	for _, d := range pc.Devices() {
+		if d.proc.alive() && !(held && d == h) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				stop(d)
+			}()
 		}
-		p.mu.Unlock()
 	}
-	if pc.stop != nil {
-		pc.stop()
-		<-pc.done
-		pc.stop = nil
-	}
-	if pc.tmp {
-		_ = os.RemoveAll(pc.dir)
-	}
+	wg.Wait()
+	pc.stopRecorder()
 	return errors.Join(errs...)
 }
 
-// chains reads every running device's chain over its API.
-func (pc *ProcCluster) chains(ctx context.Context) ([]DeviceChain, error) {
-	var out []DeviceChain
-	for _, p := range pc.Procs() {
-		if !p.Running() || p.Paused() {
+// Close stops every process and removes a temp dir.
+func (pc *ProcCluster) Close() error {
+	err := pc.stopAll()
+	for _, d := range pc.Devices() {
+		d.proc.mu.Lock()
+		if d.proc.client != nil {
+			d.proc.client.Close()
+			d.proc.client = nil
+		}
+		d.proc.mu.Unlock()
+	}
+	if pc.tmp {
+		_ = os.RemoveAll(pc.cfg.Dir)
+	}
+	return err
+}
+
+// Collect reads every running device's chain and rejection counters over its API,
+// stops the processes and reads their Raft logs from disk.
+func (pc *ProcCluster) Collect(ctx context.Context) (CheckInput, error) {
+	in := CheckInput{Chain: pc.Chain(), Observed: pc.observed(), Names: names(pc.Devices()), Rejections: map[string]uint64{}}
+	var errs []error
+	for _, d := range pc.Devices() {
+		c := d.proc.api()
+		if c == nil || !d.proc.alive() || d.proc.isPaused() {
 			continue
 		}
-		p.mu.Lock()
-		c := p.client
-		p.mu.Unlock()
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		dc := DeviceChain{Device: p.Name}
+		dc := DeviceChain{Device: d.Name}
 		var err error
 		for ac := range c.Commits(cctx, 1, false) {
 			if ac.Err != nil {
@@ -455,301 +596,68 @@ func (pc *ProcCluster) chains(ctx context.Context) ([]DeviceChain, error) {
 			}
 			dc.Commits = append(dc.Commits, ac.Raw)
 		}
+		if err == nil {
+			var text string
+			if text, err = c.Metrics(cctx); err == nil {
+				for k, v := range parseRejections(text) {
+					in.Rejections[k] = max(in.Rejections[k], v)
+				}
+			}
+		}
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("%s: commits: %w", p.Name, err)
+			errs = append(errs, fmt.Errorf("%s: %w", d.Label(), err))
+			continue
 		}
-		out = append(out, dc)
+		in.Devices = append(in.Devices, dc)
 	}
-	return out, nil
+	errs = append(errs, pc.stopAll())
+	pc.Harvest()
+	sg := pc.sigs.signatures()
+	in.Signatures = &sg
+	return in, errors.Join(errs...)
 }
 
-// procsDrill runs the shared waits over a ProcCluster.
-type procsDrill struct {
-	pc    *ProcCluster
-	rand  *rand.Rand
-	logf  func(string, ...any)
-	limit time.Duration
+// parseRejections reads baton_apply_rejections_total{reason="..."} N lines of a
+// Prometheus text exposition.
+func parseRejections(text string) map[string]uint64 {
+	out := map[string]uint64{}
+	const prefix = `baton_apply_rejections_total{reason="`
+	for _, l := range strings.Split(text, "\n") {
+		rest, ok := strings.CutPrefix(l, prefix)
+		if !ok {
+			continue
+		}
+		reason, val, ok := strings.Cut(rest, `"} `)
+		if !ok {
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
+			out[reason] = uint64(v)
+		}
+	}
+	return out
 }
 
-func (d *procsDrill) waitHolder(ctx context.Context, minEpoch uint64, exclude *Proc) (*Proc, uint64, error) {
-	var h *Proc
-	var ep uint64
-	err := d.pc.poll(ctx, d.limit, fmt.Sprintf("a holder above epoch %d", minEpoch), func() bool {
-		p, e, ok := d.pc.Holder()
-		if ok && e > minEpoch && p != exclude {
-			h, ep = p, e
-			return true
-		}
-		return false
-	})
-	return h, ep, err
-}
-
-func (d *procsDrill) takeover(ctx context.Context, at time.Time, ep uint64, exclude *Proc) error {
-	h, ep2, err := d.waitHolder(ctx, ep, exclude)
-	if err != nil {
-		return err
-	}
-	d.logf("%s holds epoch %d (%.0f ms after the fault)", h.Name, ep2, float64(time.Since(at).Microseconds())/1000)
-	return d.pc.poll(ctx, d.limit, "a commit in epoch "+fmt.Sprint(ep2), func() bool {
-		st, ok := h.state()
-		return ok && st.Head.Epoch >= ep2
-	})
-}
-
-func (d *procsDrill) maxSeq() uint64 {
-	var m uint64
-	for _, p := range d.pc.Procs() {
-		if st, ok := p.state(); ok && st.Head.Seq > m {
-			m = st.Head.Seq
-		}
-	}
-	return m
-}
-
-func (d *procsDrill) catchUp(ctx context.Context, p *Proc) error {
-	target := d.maxSeq()
-	return d.pc.poll(ctx, d.limit, p.Name+" to catch up", func() bool {
-		st, ok := p.state()
-		return ok && st.Head.Seq >= target
-	})
-}
-
-func (d *procsDrill) settle(ctx context.Context) error {
-	base := d.maxSeq()
-	return d.pc.poll(ctx, d.limit, "the chain to grow under load", func() bool { return d.maxSeq() >= base+5 })
-}
-
-func (d *procsDrill) step(ctx context.Context, name string) error {
-	h, ep, err := d.waitHolder(ctx, 0, nil)
-	if err != nil {
-		return err
-	}
-	at := time.Now()
-	switch name {
-	case "kill-holder":
-		if err := d.pc.Kill(h); err != nil {
-			return err
-		}
-		if err := d.takeover(ctx, at, ep, h); err != nil {
-			return err
-		}
-		if err := d.pc.Restart(h); err != nil {
-			return err
-		}
-		return d.catchUp(ctx, h)
-	case "pause-holder":
-		if err := d.pc.Pause(h); err != nil {
-			return err
-		}
-		err := d.takeover(ctx, at, ep, h)
-		select {
-		case <-time.After(time.Until(at.Add(2 * d.pc.ttl))):
-		case <-ctx.Done():
-		}
-		if rerr := d.pc.Resume(h); err == nil {
-			err = rerr
-		}
-		if err != nil {
-			return err
-		}
-		return d.catchUp(ctx, h)
-	case "rolling-restart":
-		var order []*Proc
-		for _, p := range d.pc.Procs() {
-			if p != h {
-				order = append(order, p)
-			}
-		}
-		for _, p := range append(order, h) {
-			_, ep, err := d.waitHolder(ctx, 0, nil)
-			if err != nil {
-				return err
-			}
-			at := time.Now()
-			if err := d.pc.Terminate(p, EventStop); err != nil {
-				return err
-			}
-			if p == h {
-				if err := d.takeover(ctx, at, ep, p); err != nil {
-					return err
-				}
-			}
-			if err := d.pc.Restart(p); err != nil {
-				return err
-			}
-			if err := d.catchUp(ctx, p); err != nil {
-				return err
-			}
-		}
-		return nil
-	case "release-handover":
-		d.pc.event(h, EventRelease, "release "+h.Name)
-		h.mu.Lock()
-		c := h.client
-		h.mu.Unlock()
-		if err := c.Release(ctx); err != nil {
-			return fmt.Errorf("release: %w", err)
-		}
-		return d.takeover(ctx, at, ep, nil)
-	}
-	return fmt.Errorf("%w: scenario %q in procs mode (supported: %s)", ErrProcsUnavailable, name, strings.Join(ProcsScenarios, ", "))
-}
-
-// RunProcsScenario runs a scenario with one real `baton run` process per device
-// (kill -9, SIGSTOP/SIGCONT, SIGTERM and restart), checking the same way as
-// RunScenario through each device's API socket.
-func RunProcsScenario(ctx context.Context, cfg ProcsConfig) (Report, error) {
-	supported := false
-	for _, s := range ProcsScenarios {
-		supported = supported || s == cfg.Scenario
-	}
-	if !supported {
-		return Report{}, fmt.Errorf("%w: scenario %q in procs mode (supported: %s)", ErrProcsUnavailable, cfg.Scenario, strings.Join(ProcsScenarios, ", "))
-	}
-	if cfg.Rounds <= 0 {
-		cfg.Rounds = 1
-	}
-	if cfg.LoadRate <= 0 {
-		cfg.LoadRate = 40
-	}
-	start := time.Now()
-	logf := func(format string, args ...any) {
-		if cfg.Progress != nil {
-			fmt.Fprintf(cfg.Progress, "  %7.3fs  %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
-		}
-	}
-	pc, err := NewProcCluster(cfg, func(e Event) { logf("%-9s %s", e.Kind, e.Label) })
-	if err != nil {
-		return Report{}, err
-	}
-	defer pc.Close()
-	d := &procsDrill{pc: pc, rand: rand.New(rand.NewSource(cfg.Seed)), logf: logf, limit: 4*pc.ttl + 15*time.Second}
-	rep := Report{Scenario: cfg.Scenario, Seed: cfg.Seed, Started: start,
-		Params: Params{Nodes: len(pc.procs), TTL: pc.ttl, Tick: pc.tick, Rounds: cfg.Rounds, Procs: true}}
-	fail := func(err error) {
-		if err != nil && rep.Error == "" {
-			rep.Error = err.Error()
-			logf("ERROR %v", err)
-		}
-	}
-	logf("scenario %s with %d baton processes (%s)", cfg.Scenario, len(pc.procs), pc.bin)
-	var load *Load
-	if err := pc.Start(ctx); err != nil {
-		fail(err)
-	} else {
-		logf("cluster of %d processes up", len(pc.procs))
-		load, err = StartLoad(ctx, LoadConfig{Rate: cfg.LoadRate, Max: 1 << 30, Timeout: 2*pc.ttl + 3*time.Second, Prefix: cfg.Scenario,
-			Targets: func() []Target {
-				var ts []Target
-				for _, p := range pc.Procs() {
-					p.mu.Lock()
-					c := p.client
-					p.mu.Unlock()
-					if c != nil && p.Running() && !p.Paused() {
-						ts = append(ts, Target{Device: p.Name, Submitter: c})
-					}
-				}
-				return ts
-			}})
-		fail(err)
-		for r := 0; r < cfg.Rounds && rep.Error == "" && load != nil; r++ {
-			logf("round %d/%d", r+1, cfg.Rounds)
-			if err := d.settle(ctx); err != nil {
-				fail(err)
-				break
-			}
-			fail(d.step(ctx, cfg.Scenario))
-		}
-		if load != nil {
-			if rep.Error == "" {
-				fail(d.settle(ctx))
-			}
-			load.Stop()
-			rep.Counts = load.Counts()
-			logf("load stopped: %d submitted, %d acknowledged, %d failed", rep.Counts.Submitted, rep.Counts.Acked, rep.Counts.Failed)
-		}
-	}
-	for _, p := range pc.Procs() {
-		if p.Paused() {
-			fail(pc.Resume(p))
-		}
-		p.mu.Lock()
-		started := p.started
-		p.mu.Unlock()
-		if started && !p.Running() {
-			fail(pc.Restart(p))
-		}
-	}
-	fail(pc.poll(ctx, d.limit, "convergence", func() bool {
-		var head string
-		for _, p := range pc.Procs() {
-			st, ok := p.state()
-			if !ok || st.Pending > 0 || (head != "" && st.Head.Hash != head) || st.Head.Seq == 0 {
-				return false
-			}
-			head = st.Head.Hash
-		}
-		return true
-	}))
-	var acks []Ack
-	if load != nil {
-		acks = load.Acks()
-	}
-	chains, err := pc.chains(ctx)
-	fail(err)
-	rep.Check = Check(CheckInput{Chain: pc.chain, Devices: chains, Acked: acks, Observed: pc.rec.observed()})
-	rep.Finished = time.Now()
-	for _, p := range pc.Procs() {
-		id := ""
-		if st, ok := p.state(); ok {
-			id = st.ID
-		}
-		rep.Devices = append(rep.Devices, DeviceInfo{Name: p.Name, ID: id})
-	}
-	pc.rec.fill(&rep)
-	attributeFailovers(&rep)
-	rep.Finish()
-	verdict := "PASS"
-	if !rep.OK {
-		verdict = "FAIL"
-		if logs := tailLogs(pc); logs != "" {
-			logf("process logs (tail):\n%s", logs)
-		}
-	}
-	var durs []string
-	for _, f := range rep.Check.Failovers {
-		durs = append(durs, failoverText(f))
-	}
-	logf("%s %s: %d commits, %d intents, %d acked, forks %d, lost %d, duplicates %d, invalid %d, failovers [%s]",
-		verdict, cfg.Scenario, rep.Check.Commits, rep.Check.Intents, rep.Check.Acked, rep.Check.Forks, rep.Check.Lost,
-		rep.Check.Dupes, rep.Check.Invalid, strings.Join(durs, ", "))
-	for _, f := range rep.Check.Findings {
-		logf("  finding: %s", f)
-	}
-	return rep, nil
-}
-
-// tailLogs returns the last lines of each process log (for a failed drill).
-func tailLogs(pc *ProcCluster) string {
+// TailLogs returns the last lines of each process log (for a failed drill).
+func (pc *ProcCluster) TailLogs(lines int) string {
 	var b strings.Builder
-	for _, p := range pc.Procs() {
-		f, err := os.Open(p.Dir + ".log")
+	for _, d := range pc.Devices() {
+		f, err := os.Open(d.Dir + ".log")
 		if err != nil {
 			continue
 		}
-		var lines []string
+		var tail []string
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
-			lines = append(lines, sc.Text())
-			if len(lines) > 8 {
-				lines = lines[1:]
+			tail = append(tail, sc.Text())
+			if len(tail) > lines {
+				tail = tail[1:]
 			}
 		}
 		f.Close()
-		for _, l := range lines {
-			fmt.Fprintf(&b, "    %s: %s\n", p.Name, l)
+		for _, l := range tail {
+			fmt.Fprintf(&b, "    %s: %s\n", d.Name, l)
 		}
 	}
 	return b.String()

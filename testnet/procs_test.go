@@ -46,8 +46,8 @@ func runProcsTest(t *testing.T, scenario string) Report {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var progress syncBuf
-	rep, err := RunProcsScenario(ctx, ProcsConfig{Bin: bin, DrillConfig: DrillConfig{Scenario: scenario, Nodes: 3,
-		TTL: time.Second, Tick: 100 * time.Millisecond, Rounds: 1, Seed: 1, Dir: t.TempDir(), Progress: &progress}})
+	rep, err := RunScenario(ctx, DrillConfig{Procs: true, Bin: bin, Scenario: scenario, Nodes: 3,
+		TTL: time.Second, Tick: 100 * time.Millisecond, Rounds: 1, Seed: 1, Dir: t.TempDir(), Progress: &progress})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,11 +81,11 @@ func TestProcsPauseHolder(t *testing.T) {
 }
 
 func TestProcsUnsupportedScenario(t *testing.T) {
-	_, err := RunProcsScenario(context.Background(), ProcsConfig{Bin: "/nonexistent", DrillConfig: DrillConfig{Scenario: "skew"}})
+	_, err := RunScenario(context.Background(), DrillConfig{Procs: true, Bin: "/nonexistent", Scenario: "skew"})
 	if err == nil {
 		t.Fatal("skew accepted in procs mode")
 	}
-	_, err = RunProcsScenario(context.Background(), ProcsConfig{Bin: "/nonexistent", DrillConfig: DrillConfig{Scenario: "kill-holder"}})
+	_, err = RunScenario(context.Background(), DrillConfig{Procs: true, Bin: "/nonexistent", Scenario: "kill-holder"})
 	if err == nil {
 		t.Fatal("missing binary accepted")
 	}

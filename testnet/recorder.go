@@ -10,6 +10,10 @@ import (
 	"github.com/batonhq/baton/signer/node"
 )
 
+// growthEvery is the finest spacing of the chain-growth series: enough for the
+// zoomed timelines, small enough for an hour-long soak's report.
+const growthEvery = 50 * time.Millisecond
+
 // recorder samples every running, unpaused device and builds the timeline: lease
 // holds (spans per device and epoch), Raft leader marks, the chain's growth and when
 // each seq was first seen applied.
@@ -18,16 +22,20 @@ type recorder struct {
 	// paused (a frozen process answers nothing).
 	devices func() []sampled
 	every   time.Duration
+	// onHold, optional, is told when a device starts holding the lease.
+	onHold func(device string, epoch uint64)
 
-	mu      sync.Mutex
-	events  []Event
-	holds   []Span
-	open    map[string]*Span // device -> its open hold span
-	leader  map[string]bool  // device -> was leader at the last sample
-	leaders []Mark
-	growth  []Point
-	maxSeq  uint64
-	seen    map[uint64]time.Time
+	mu       sync.Mutex
+	events   []Event
+	holds    []Span
+	open     map[string]*Span // device -> its open hold span
+	leader   map[string]bool  // device -> was leader at the last sample
+	leaders  []Mark
+	growth   []Point
+	maxSeq   uint64
+	maxEpoch uint64
+	seen     map[uint64]time.Time // seq -> first seen applied
+	epochAt  map[uint64]time.Time // epoch -> a commit of it first seen applied
 }
 
 // sampled is one device's state at a sample.
@@ -37,7 +45,11 @@ type sampled struct {
 }
 
 func newRecorder(every time.Duration, devices func() []sampled) *recorder {
-	return &recorder{devices: devices, every: every, open: map[string]*Span{}, leader: map[string]bool{}, seen: map[uint64]time.Time{}}
+	if every == 0 {
+		every = DefaultSampleEvery
+	}
+	return &recorder{devices: devices, every: every, open: map[string]*Span{}, leader: map[string]bool{},
+		seen: map[uint64]time.Time{}, epochAt: map[uint64]time.Time{}}
 }
 
 func (r *recorder) run(ctx context.Context) {
@@ -58,24 +70,24 @@ func (r *recorder) sample() {
 	now := time.Now()
 	type obs struct {
 		name   string
-		up     bool
 		held   bool
 		epoch  uint64
 		leader bool
 		seq    uint64
+		head   uint64 // head epoch
 	}
 	var all []obs
 	for _, d := range r.devices() {
 		o := obs{name: d.name}
 		if st := d.st; st != nil {
-			o.up, o.held, o.epoch = true, st.Lease.HeldByMe, st.Lease.Epoch
+			o.held, o.epoch = st.Lease.HeldByMe, st.Lease.Epoch
 			o.leader = st.Raft.Role == raft.Leader.String()
-			o.seq = st.Head.Seq
+			o.seq, o.head = st.Head.Seq, st.Head.Epoch
 		}
 		all = append(all, o)
 	}
+	var started []obs
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	for _, o := range all {
 		sp := r.open[o.name]
 		if sp != nil && (!o.held || sp.Epoch != o.epoch) {
@@ -86,6 +98,7 @@ func (r *recorder) sample() {
 		}
 		if o.held && sp == nil {
 			r.open[o.name] = &Span{Device: o.name, Epoch: o.epoch, From: now, To: now}
+			started = append(started, o)
 		}
 		if o.leader && !r.leader[o.name] {
 			r.leaders = append(r.leaders, Mark{Device: o.name, At: now})
@@ -98,7 +111,21 @@ func (r *recorder) sample() {
 				}
 			}
 			r.maxSeq = o.seq
-			r.growth = append(r.growth, Point{At: now, Seq: o.seq})
+			r.maxEpoch = max(r.maxEpoch, o.head)
+			r.sawEpoch(o.head, now)
+			p := Point{At: now, Seq: o.seq, Epoch: r.maxEpoch}
+			if n := len(r.growth); n > 0 && now.Sub(r.growth[n-1].At) < growthEvery && r.growth[n-1].Epoch == p.Epoch &&
+				(n < 2 || r.growth[n-2].Epoch == p.Epoch) {
+				r.growth[n-1] = p // thin a busy stretch; an epoch change stays a point of its own
+			} else {
+				r.growth = append(r.growth, p)
+			}
+		}
+	}
+	r.mu.Unlock()
+	if r.onHold != nil {
+		for _, o := range started {
+			r.onHold(o.name, o.epoch)
 		}
 	}
 }
@@ -115,8 +142,27 @@ func (r *recorder) follow(ctx context.Context, n *node.Node) {
 		if t, ok := r.seen[ac.Seq]; !ok || now.Before(t) {
 			r.seen[ac.Seq] = now
 		}
+		r.sawEpoch(ac.Epoch, now)
 		r.mu.Unlock()
 	}
+}
+
+// sawEpoch notes a commit of epoch applied at t (r.mu held).
+func (r *recorder) sawEpoch(epoch uint64, t time.Time) {
+	if epoch == 0 {
+		return
+	}
+	if at, ok := r.epochAt[epoch]; !ok || t.Before(at) {
+		r.epochAt[epoch] = t
+	}
+}
+
+// firstCommit returns when a commit of epoch was first seen applied.
+func (r *recorder) firstCommit(epoch uint64) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.epochAt[epoch]
+	return t, ok
 }
 
 func (r *recorder) closeAll(now time.Time) {
@@ -145,7 +191,8 @@ func (r *recorder) observed() map[uint64]time.Time {
 	return out
 }
 
-// fill copies the timeline into rep (open spans end now).
+// fill copies the timeline into rep (open spans end now) and derives the devices'
+// down and paused spans from the events.
 func (r *recorder) fill(rep *Report) {
 	now := time.Now()
 	r.mu.Lock()
@@ -159,4 +206,42 @@ func (r *recorder) fill(rep *Report) {
 	}
 	rep.Leaders = append(rep.Leaders, r.leaders...)
 	rep.Growth = append(rep.Growth, r.growth...)
+	rep.Downs = append(rep.Downs, downSpans(r.events, now)...)
+}
+
+// downSpans pairs each device's going down (kill, stop, leave) or freezing (pause)
+// with its coming back (restart, join; resume).
+func downSpans(events []Event, end time.Time) []DeviceSpan {
+	var out []DeviceSpan
+	open := map[string]*DeviceSpan{}
+	for _, e := range events {
+		if e.Device == "" {
+			continue
+		}
+		switch e.Kind {
+		case EventKill, EventStop, EventLeave, EventPause:
+			if _, ok := open[e.Device]; ok {
+				continue // already down (a paused device then killed stays one span)
+			}
+			st := SpanDown
+			switch e.Kind {
+			case EventPause:
+				st = SpanPaused
+			case EventLeave:
+				st = SpanLeft
+			}
+			open[e.Device] = &DeviceSpan{Device: e.Device, State: st, From: e.At, Cause: e.Label}
+		case EventRestart, EventJoin, EventResume:
+			if sp, ok := open[e.Device]; ok {
+				sp.To = e.At
+				out = append(out, *sp)
+				delete(open, e.Device)
+			}
+		}
+	}
+	for _, sp := range open {
+		sp.To = end
+		out = append(out, *sp)
+	}
+	return out
 }

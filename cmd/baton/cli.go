@@ -119,7 +119,7 @@ func (c *cli) root() *cobra.Command {
 		root.AddCommand(sub)
 	}
 	for _, sub := range []*cobra.Command{
-		c.verifyCmd(), c.passthrough("demo", "three devices in one process: watch a failover", cmdDemo),
+		c.verifyCmd(), c.repairCmd(), c.passthrough("demo", "three devices in one process: watch a failover", cmdDemo),
 		c.passthrough("drill", "run a failover drill (testnet)", cmdDrill),
 		c.passthrough("bench", "run benchmarks (testnet/bench)", cmdBench),
 		c.versionCmd(), c.manCmd(),

@@ -88,7 +88,7 @@ func addRunFlags(fs *pflag.FlagSet, join bool) *runFlags {
 		newHistory:   fs.Bool("start-second-history", false, "with --bootstrap, allow a chain key that already has a history (chain.genesis) to start another one: readers of the first see a fork"),
 		nonvoter:     fs.Bool("nonvoter", false, "join as a non-voter (a replica that does not count for quorum)"),
 		joinTimeout:  fs.Duration("join-timeout", time.Minute, "how long a first start waits for the cluster to admit this device"),
-		raftTimeout:  fs.Duration("raft-timeout", 0, "Raft heartbeat and election timeout (0: raft's default, 1s); lower for a fast LAN or tests"),
+		raftTimeout:  fs.Duration("raft-timeout", 0, "Raft heartbeat and election timeout (0: TTL/5 within 1s-5s, which keeps an idle leader's CPU low); lower for tests"),
 		logLevel:     fs.String("log-level", "info", "log `level`: debug, info, warn, error"),
 		logFormat:    fs.String("log-format", "text", "log `format`: text or json"),
 		raftLogLevel: fs.String("raft-log-level", "warn", "least `level` of Raft's own messages: debug, info, warn, error"),

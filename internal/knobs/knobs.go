@@ -8,6 +8,8 @@
 // replica of a test cluster: like the apply's limits, it is part of the state machine.
 package knobs
 
+import "context"
+
 // Intentlog changes package intentlog's apply.
 type Intentlog struct {
 	// EpochOnlyClaim makes a claim compare only the epoch (Epoch == stored epoch + 1),
@@ -18,4 +20,14 @@ type Intentlog struct {
 	// DedupeCount IDs are remembered the oldest is forgotten, whatever its age and
 	// even if it is still pending (a retry of it is then queued a second time).
 	DedupeCount int
+}
+
+// Node holds the test hooks of package signer/node.
+type Node struct {
+	// BeforePropose is called before every proposal the node makes (intents, lease
+	// entries, genesis and commits; e is the intentlog.Entry); it may block (testnet
+	// freezes a device mid-flight).
+	BeforePropose func(ctx context.Context, e any)
+	// Intentlog is passed to the node's intent log.
+	Intentlog *Intentlog
 }

@@ -713,5 +713,9 @@ func (a *Server) getHealth(w http.ResponseWriter, r *http.Request) {
 		writeError(w, node.ErrStopped)
 		return
 	}
+	if err := a.n.Health(); err != nil {
+		writeError(w, err)
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "id": a.n.ID()})
 }

@@ -249,9 +249,14 @@ func ServeMetrics(n *node.Node, addr string, logger *slog.Logger) (*MetricsServe
 		select {
 		case <-n.Done():
 			writeError(w, node.ErrStopped)
+			return
 		default:
-			writeJSON(w, http.StatusOK, map[string]any{"ok": true, "id": n.ID()})
 		}
+		if err := n.Health(); err != nil { // as the API's /healthz: 503 unhealthy
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "id": n.ID()})
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: this listener serves only GET /metrics and GET /healthz", node.ErrNotFound))

@@ -33,6 +33,7 @@ const (
 	CodeUnreachable  = "unreachable"
 	CodeInternal     = "internal"
 	CodeMethod       = "method_not_allowed"
+	CodeUnhealthy    = "unhealthy"
 )
 
 var codeSentinel = map[string]error{
@@ -53,6 +54,7 @@ var codeSentinel = map[string]error{
 	CodeUnreachable:  node.ErrUnreachable,
 	CodeInternal:     node.ErrInternal,
 	CodeMethod:       node.ErrBadRequest,
+	CodeUnhealthy:    node.ErrDiverged,
 }
 
 // Code returns the API error code and HTTP status for err.
@@ -63,6 +65,8 @@ func Code(err error) (code string, status int) {
 		return "", http.StatusOK
 	case errors.As(err, &ae):
 		return ae.Code, ae.Status
+	case errors.Is(err, node.ErrDiverged), errors.Is(err, node.ErrStorage), errors.Is(err, node.ErrIdentity):
+		return CodeUnhealthy, http.StatusServiceUnavailable
 	// no_quorum before timeout: the transport's no-leader error also wraps the
 	// deadline that ended the search.
 	case errors.Is(err, node.ErrBadPath):

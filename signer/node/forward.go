@@ -9,6 +9,7 @@ import (
 
 	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/transport"
 )
 
 // Forwarding submissions to the lease holder (Network.Call). A request is one
@@ -17,13 +18,10 @@ import (
 
 const callSubmit byte = 1
 
-// Forwarding bounds: a forward waits at most ForwardTimeout (within the caller's
-// deadline) for the holder's answer before the intent goes into the log instead. A
-// holder that answers slower than this is treated as unreachable.
-const (
-	MinForwardTimeout = time.Second
-	MaxForwardTimeout = 5 * time.Second
-)
+// forwardRetry is the pause before a forward whose outcome was unknown (a reset
+// stream, say) is sent again to the same holder. Sending it again is safe: the holder
+// remembers the IDs it has queued or signed.
+const forwardRetry = 50 * time.Millisecond
 
 type forwardAnswer struct {
 	Results []forwardResult `json:"results"`
@@ -41,24 +39,79 @@ type forwardResult struct {
 
 const errNotHolderText = "not_holder"
 
-// forwardTimeout is how long a forward may wait: half the TTL, within bounds.
-func (n *Node) forwardTimeout() time.Duration {
-	return min(max(n.cfg.TTL/2, MinForwardTimeout), MaxForwardTimeout)
-}
-
-// forward sends in to holder and returns its result. signer.ErrNotHolder: the holder
-// did not take it (route again); any other error: it may or may not have been taken.
+// forward sends in to holder and returns its result. It never lets the intent go
+// elsewhere while the holder may still sign it: an answer is the result; a forward
+// that never reached the holder (unreachable, refused, no handler) or that the holder
+// did not take (not_holder) is signer.ErrNotHolder (route again); a forward whose
+// outcome is unknown is sent again while the holder keeps the lease, and once the
+// lease has moved to another device, this replica (which has then applied whatever the
+// old hold got applied) either remembers the ID (its result) or not
+// (signer.ErrNotHolder: route again). ctx's end is ErrTimeout.
 func (n *Node) forward(ctx context.Context, holder string, in intentlog.Intent) (SubmitResult, error) {
 	entry, err := intentlog.Encode(intentlog.IntentsEntry{Intents: []intentlog.Intent{in}})
 	if err != nil {
 		return SubmitResult{}, err
 	}
-	fctx, cancel := context.WithTimeout(ctx, n.forwardTimeout())
-	defer cancel()
-	out, err := n.net.Call(fctx, holder, append([]byte{callSubmit}, entry...))
-	if err != nil {
-		return SubmitResult{}, err
+	payload := append([]byte{callSubmit}, entry...)
+	type answer struct {
+		out []byte
+		err error
 	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	calls := make(chan answer, 1)
+	send := func() {
+		go func() {
+			out, err := n.net.Call(cctx, holder, payload)
+			calls <- answer{out, err}
+		}()
+	}
+	send()
+	var retry <-chan time.Time
+	for {
+		w := n.log.Watch()
+		if rec := n.log.View().Lease; rec.Holder != holder {
+			// The hold ended (another device claimed, or it was released): anything
+			// the old hold signed is applied here or fenced for good.
+			if st, ok, err := n.log.IntentStatus(in.ID); err == nil && ok {
+				return SubmitResult{ID: in.ID, Index: st.Index, Seq: st.Seq, Duplicate: true}, nil
+			}
+			return SubmitResult{}, signer.ErrNotHolder
+		}
+		select {
+		case a := <-calls:
+			if a.err == nil {
+				return n.forwardResult(holder, in, a.out)
+			}
+			if notDelivered(a.err) {
+				return SubmitResult{}, fmt.Errorf("%w: %w", signer.ErrNotHolder, a.err)
+			}
+			if ctx.Err() != nil {
+				return SubmitResult{}, ErrTimeout
+			}
+			n.logger.Debug("forward to the holder: outcome unknown, sending again", "holder", shortID(holder), "id", in.ID, "err", a.err)
+			retry = time.After(forwardRetry)
+		case <-retry:
+			retry = nil
+			send()
+		case <-w:
+		case <-ctx.Done():
+			return SubmitResult{}, ErrTimeout
+		case <-n.ctx.Done():
+			return SubmitResult{}, ErrStopped
+		}
+	}
+}
+
+// notDelivered reports whether a Call failed before the holder could take anything.
+func notDelivered(err error) bool {
+	var re *transport.RemoteError
+	return errors.As(err, &re) || errors.Is(err, transport.ErrUnreachable) || errors.Is(err, transport.ErrRefused) ||
+		errors.Is(err, transport.ErrHandshake) || errors.Is(err, transport.ErrNotMember) ||
+		errors.Is(err, transport.ErrNoHandler) || errors.Is(err, ErrUnsupported)
+}
+
+func (n *Node) forwardResult(holder string, in intentlog.Intent, out []byte) (SubmitResult, error) {
 	var ans forwardAnswer
 	if err := json.Unmarshal(out, &ans); err != nil || len(ans.Results) != 1 {
 		return SubmitResult{}, fmt.Errorf("%w: bad forward answer from %s", ErrInternal, shortID(holder))
@@ -75,6 +128,9 @@ func (n *Node) forward(ctx context.Context, holder string, in intentlog.Intent) 
 
 // handleCall is Handlers.Call: another member forwards submissions to this holder.
 func (n *Node) handleCall(ctx context.Context, from string, payload []byte) ([]byte, error) {
+	if len(payload) == 1 && payload[0] == callDigests {
+		return n.handleDigests()
+	}
 	if len(payload) == 0 || payload[0] != callSubmit {
 		return nil, fmt.Errorf("%w: unknown call", ErrBadRequest)
 	}

@@ -84,6 +84,17 @@ func (n *Node) checkIdentity(bootstrapping bool) error {
 		return &IdentityError{Msg: fmt.Sprintf("%s belongs to chain %s, but this device's chain key is %s",
 			n.genesisFile(), rem.Chain, n.cfg.Chain)}
 	}
+	if bootstrapping && has && n.cfg.NewHistory {
+		// The operator starts a second history: the key will remember the new one;
+		// the old record stays beside it, as evidence.
+		old := fmt.Sprintf("%s.%s.old", n.genesisFile(), rem.Genesis[:16])
+		if err := os.Rename(n.genesisFile(), old); err != nil {
+			return fmt.Errorf("set the old history's genesis aside: %w", err)
+		}
+		n.logger.Warn("starting a second history of this chain (NewHistory): readers of the first will see a fork",
+			"chain", rem.Chain, "old_genesis", rem.Genesis, "kept_in", old)
+		return nil
+	}
 	if bootstrapping && has && !n.cfg.NewHistory {
 		return &IdentityError{Msg: fmt.Sprintf("the chain key of %s already has a history (genesis %s, index %d, remembered in %s): "+
 			"bootstrapping a new cluster with it would start a second history of the same chain, which any reader of the first sees as a fork. "+

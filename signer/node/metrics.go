@@ -48,6 +48,7 @@ var (
 	descRejections  = prometheus.NewDesc("baton_apply_rejections_total", "Entries the local apply rejected, by reason.", []string{"reason"}, nil)
 	descPending     = prometheus.NewDesc("baton_pending_intents", "Intents accepted and not yet signed.", nil, nil)
 	descMembers     = prometheus.NewDesc("baton_members", "Raft members.", nil, nil)
+	descHealthy     = prometheus.NewDesc("baton_healthy", "1 while this device may sign (no storage fault, state digest agrees with the others', chain identity matches); 0 otherwise (see /healthz).", nil, nil)
 )
 
 func newMetrics(n *Node) *metrics {
@@ -120,6 +121,11 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	g(descPending, float64(st.Pending))
 	g(descMembers, float64(st.Members))
+	healthy := 0.0
+	if st.Healthy {
+		healthy = 1
+	}
+	g(descHealthy, healthy)
 }
 
 // Registry returns the node's Prometheus registry (what GET /metrics serves).

@@ -16,6 +16,7 @@ import (
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/internal/knobs"
 	"github.com/batonhq/baton/signer"
 	"github.com/batonhq/baton/signer/chain"
 	"github.com/batonhq/baton/transport"
@@ -75,13 +76,15 @@ type Config struct {
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Raft optionally adjusts the raft.Config (tests: short election timeouts).
+	// Default: RaftTimeouts(TTL).
 	Raft func(*raft.Config)
 	// RaftLogLevel is the least level of Raft's own messages passed to Logger (as
 	// structured attributes, component=raft). Optional, default DefaultRaftLogLevel
 	// (warn).
 	RaftLogLevel slog.Leveler
-	// Knobs are testing hooks; the zero value has none.
-	Knobs Knobs
+	// Knobs are test hooks (package internal/knobs: only baton's own tests and
+	// simulator can set them); nil has none.
+	Knobs *knobs.Node
 }
 
 // JoinConfig says how a new device joins an existing cluster on its first start.
@@ -89,13 +92,6 @@ type JoinConfig struct {
 	Seeds    []string // p2p multiaddrs (with /p2p/<peer ID>) of members
 	Token    []byte   // the join window's token (from `baton invite`)
 	NonVoter bool     // join as a non-voter
-}
-
-// Knobs are testing hooks.
-type Knobs struct {
-	// BeforePropose is called before every proposal this node makes (intents, lease
-	// entries and commits); it may block (testnet freezes a device mid-flight).
-	BeforePropose func(ctx context.Context, e intentlog.Entry)
 }
 
 // Node is one baton device: libp2p host, Raft intent log, lease, signer loop and the
@@ -125,8 +121,11 @@ type Node struct {
 	loopDone chan struct{}
 
 	killed atomic.Bool // Kill: nothing more leaves this node
-	// identityErr is set when the applied genesis disagrees with this device.
-	identityErr atomic.Pointer[error]
+	// identityErr is set when the applied genesis disagrees with this device;
+	// divergence when its state differs from the others' (see Health).
+	identityErr  atomic.Pointer[error]
+	divergence   atomic.Pointer[error]
+	digestChecks atomic.Uint64
 
 	stopOnce sync.Once
 	stopErr  error
@@ -306,7 +305,7 @@ func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err er
 		return nil, err
 	}
 	n.log, err = intentlog.Open(intentlog.Config{Dir: cfg.DataDir, LocalID: raft.ServerID(parts.ID),
-		Verify: signer.Verifier(""), Logger: n.logger, Raft: withRaftLogger(cfg.Raft, newRaftLogger(n.logger, cfg.RaftLogLevel))}, parts.Raft)
+		Verify: signer.Verifier(""), Logger: n.logger, Raft: withRaftLogger(cfg.Raft, newRaftLogger(n.logger, cfg.RaftLogLevel)), Knobs: cfg.intentlogKnobs()}, parts.Raft)
 	if err != nil {
 		return nil, fmt.Errorf("intent log: %w", err)
 	}
@@ -316,7 +315,10 @@ func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err er
 		return nil, fmt.Errorf("network: %w", err)
 	}
 	closers = append(closers, n.net.Close)
-	n.prop = &proposer{log: n.log, net: n.net, before: cfg.Knobs.BeforePropose, killed: &n.killed}
+	n.prop = &proposer{log: n.log, net: n.net, killed: &n.killed}
+	if k := cfg.Knobs; k != nil && k.BeforePropose != nil {
+		n.prop.before = func(ctx context.Context, e intentlog.Entry) { k.BeforePropose(ctx, e) }
+	}
 	n.lease, err = election.New(n.prop, parts.ID, cfg.Clock, election.Options{TTL: cfg.TTL})
 	if err != nil {
 		return nil, fmt.Errorf("lease: %w", err)
@@ -325,7 +327,8 @@ func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err er
 	n.batch = newBatcher(n)
 	if cfg.ChainKey != nil {
 		n.loop, err = signer.NewLoop(signer.LoopConfig{Self: parts.ID, Key: cfg.ChainKey, Lease: n.lease,
-			Log: n.prop, Clock: cfg.Clock, Tick: cfg.Tick, Logger: n.logger})
+			Log: n.prop, Clock: cfg.Clock, Tick: cfg.Tick, Logger: n.logger,
+			Healthy: n.Health, Diverged: n.diverge})
 		if err != nil {
 			return nil, err
 		}
@@ -337,7 +340,11 @@ func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err er
 // genesis keeper and the signer loop. bootstrapped: this device just bootstrapped a
 // new cluster (it writes the genesis).
 func (n *Node) run(bootstrapped bool) {
-	n.wg.Add(3)
+	n.wg.Add(4)
+	go func() {
+		defer n.wg.Done()
+		n.keepChecking(DigestCheckEvery)
+	}()
 	go func() {
 		defer n.wg.Done()
 		n.keepGenesis(bootstrapped, func(err error) {
@@ -391,6 +398,28 @@ func (c clusterNet) Call(ctx context.Context, to string, payload []byte) ([]byte
 
 func (c clusterNet) Close() error { return c.c.Close() }
 
+// RaftTimeouts returns the Raft timing a node uses by default for a lease TTL: a
+// heartbeat and election timeout of TTL/5 (1 s to 5 s), the leader lease half of it.
+// A failover waits a whole TTL for the lease to lapse anyway, and the Raft election
+// after a leader's death runs inside that wait, so longer Raft timeouts cost a
+// failover nothing while they cut the heartbeats (HeartbeatTimeout/10 apart, to each
+// follower) that are most of an idle leader's CPU.
+func RaftTimeouts(ttl time.Duration) func(*raft.Config) {
+	t := min(max(ttl/5, time.Second), 5*time.Second)
+	return func(c *raft.Config) {
+		c.HeartbeatTimeout = t
+		c.ElectionTimeout = t
+		c.LeaderLeaseTimeout = t / 2
+	}
+}
+
+func (c *Config) intentlogKnobs() *knobs.Intentlog {
+	if c.Knobs == nil {
+		return nil
+	}
+	return c.Knobs.Intentlog
+}
+
 // setDefaults validates c and fills in defaults; libp2p: for Start (a PSK is needed).
 func (c *Config) setDefaults(libp2p bool) error {
 	if c.DataDir == "" {
@@ -434,6 +463,9 @@ func (c *Config) setDefaults(libp2p bool) error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Raft == nil {
+		c.Raft = RaftTimeouts(c.TTL)
 	}
 	return nil
 }

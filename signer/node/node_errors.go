@@ -53,6 +53,12 @@ var (
 	// ErrIdentity: this device's chain key or chain does not match the cluster's
 	// genesis, or its key already belongs to another history (see IdentityError).
 	ErrIdentity = errors.New("node: chain identity mismatch")
+	// ErrDiverged: this replica's applied state differs from the others' (see
+	// DivergedError); it does not claim or sign until repaired.
+	ErrDiverged = errors.New("node: replica diverged")
+	// ErrStorage: this replica cannot read or write its storage (a corrupt file, a
+	// full disk); intentlog's FaultError says which file and index.
+	ErrStorage = errors.New("node: storage fault")
 	// ErrInternal: anything else.
 	ErrInternal = errors.New("node: internal error")
 )

@@ -21,6 +21,10 @@ type State struct {
 	Bytes   int64       `json:"pending_bytes"`
 	Members int         `json:"members"`
 	Loop    LoopSummary `json:"loop"`
+	// Healthy is false while this device must not sign (Health); Problem says why
+	// and how to recover.
+	Healthy bool   `json:"healthy"`
+	Problem string `json:"problem,omitempty"`
 	// SuspectedSkew reports that this device's wall clock disagreed with a lease
 	// record it observed (see election.Stats.SkewSuspicions).
 	SuspectedSkew bool   `json:"suspected_skew"`
@@ -79,7 +83,11 @@ type LoopSummary struct {
 	// SignedRefused counts commits this device signed that will never apply (0 in
 	// fault-free operation; under faults at most the commits in flight when a hold
 	// ended).
-	SignedRefused  uint64    `json:"signed_refused"`
+	SignedRefused uint64 `json:"signed_refused"`
+	// Queued and InFlight: submissions waiting at this holder, and its commits
+	// proposed and not yet applied here (0 on a quiet device).
+	Queued         int       `json:"queued"`
+	InFlight       int       `json:"in_flight"`
 	ProposeErrors  uint64    `json:"propose_errors"`
 	LastSigned     uint64    `json:"last_signed"`
 	LastError      string    `json:"last_error,omitempty"`
@@ -95,7 +103,10 @@ func (n *Node) State() State {
 	r := n.log.Raft()
 	v := n.log.View()
 	st := State{ID: n.ID(), Chain: n.cfg.Chain, Signer: n.cfg.ChainKey != nil,
-		Pending: v.Pending, Bytes: v.PendingBytes}
+		Pending: v.Pending, Bytes: v.PendingBytes, Healthy: true}
+	if err := n.Health(); err != nil {
+		st.Healthy, st.Problem = false, err.Error()
+	}
 	_, lid := r.LeaderWithID()
 	st.Raft = RaftState{Role: r.State().String(), Leader: string(lid), Term: r.CurrentTerm(),
 		CommitIndex: r.CommitIndex(), AppliedIndex: v.AppliedIndex, LastIndex: r.LastIndex(), LastContactMs: -1}
@@ -133,6 +144,7 @@ func (n *Node) State() State {
 	if n.loop != nil {
 		ls := n.loop.Stats()
 		st.Loop.CommitsSigned, st.Loop.SignedRefused = ls.CommitsSigned, ls.SignedRefused
+		st.Loop.Queued, st.Loop.InFlight = ls.Queued, ls.InFlight
 		st.Loop.CommitsAccepted, st.Loop.CommitsRejected = ls.CommitsAccepted, ls.CommitsRejected
 		st.Loop.ProposeErrors, st.Loop.LastSigned = ls.ProposeErrors, ls.LastSigned
 		st.Loop.LastError, st.Loop.LastErrorAt = ls.LastError, ls.LastErrorAt

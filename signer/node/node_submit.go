@@ -77,14 +77,24 @@ func ValidateIntent(in *intentlog.Intent) error {
 }
 
 // Submit submits one intent and returns once it is in the log (WaitCommitted) or
-// signed and applied locally (WaitSigned). The same ID again returns the original
-// result (Duplicate set). Without a deadline on ctx, DefaultSubmitTimeout applies.
+// signed and applied locally (WaitSigned). Without a deadline on ctx,
+// DefaultSubmitTimeout applies.
+//
+// Exactly once: the ID is the idempotency key. The replicated state remembers every
+// accepted ID and its original result for at least the cluster's retention (24 h by
+// default, in log time; an unsigned ID is never forgotten), so the same ID again, on
+// any device, returns the original result (Duplicate set) and the intent is in the
+// chain once. After any error (ErrTimeout, ErrNoQuorum, ErrStopped, a lost
+// connection) submit the same ID again to learn the outcome. After the retention a
+// resubmission may be a new intent.
 //
 // The route: on the lease holder the signer loop takes it into its next commit (one
 // Raft round: accepted and signed together); elsewhere it is forwarded to the holder
-// while one is known and live; when no holder can take it (a failover, a holder that
-// does not answer within ForwardTimeout) it goes into the log as an intents entry,
-// durable at once and signed by the next holder. An error after the intent left this
+// while one is known and live (and, if its outcome is unknown, sent again to it or
+// settled from the log once the lease has moved: never sent another way while the
+// holder may still sign it); when no holder can take it (none, lapsed, released,
+// unreachable) it goes into the log as an intents entry, durable at once and signed
+// by the next holder. An error after the intent left this
 // node (ErrTimeout, ErrNoQuorum) means the outcome is unknown: submit the same ID
 // again to learn it.
 func (n *Node) Submit(ctx context.Context, in intentlog.Intent, wait Wait) (SubmitResult, error) {
@@ -150,13 +160,13 @@ func (n *Node) submit(ctx context.Context, in intentlog.Intent) (SubmitResult, e
 		switch {
 		case err == nil:
 			return out, nil
-		case ctx.Err() != nil:
-			return SubmitResult{}, ErrTimeout
 		case errors.Is(err, signer.ErrNotHolder):
-			continue // the lease moved meanwhile: look again
+			// Never reached the holder, or its hold ended before signing it: look
+			// again (a new holder, or the log).
+			n.logger.Debug("forward to the holder: not taken; routing again", "holder", shortID(holder), "id", in.ID, "err", err)
+			continue
 		}
-		n.logger.Debug("forward to the holder failed; submitting through the log", "holder", shortID(holder), "id", in.ID, "err", err)
-		break
+		return SubmitResult{}, err
 	}
 	return n.viaLog(ctx, in)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/internal/knobs"
 	"github.com/batonhq/baton/internal/testutil"
 	"github.com/batonhq/baton/signer/chain"
 	"github.com/batonhq/baton/transport"
@@ -504,7 +505,8 @@ func TestNodeKnobs(t *testing.T) {
 	var armed bool
 	cfg := nodeConfig(t, t.TempDir(), testutil.PSK(t), testutil.Key(t, 5))
 	cfg.Bootstrap = true
-	cfg.Knobs.BeforePropose = func(ctx context.Context, e intentlog.Entry) {
+	cfg.Knobs = &knobs.Node{}
+	cfg.Knobs.BeforePropose = func(ctx context.Context, e any) {
 		mu.Lock()
 		seen[fmt.Sprintf("%T", e)]++
 		a := armed
@@ -553,7 +555,7 @@ func TestNodeKnobs(t *testing.T) {
 	}
 	// Restart on the same data dir: the frozen commit never left, so the head is
 	// where it was; the client's retry of k-2 is signed once.
-	cfg.Knobs.BeforePropose = nil
+	cfg.Knobs = nil
 	cfg.Bootstrap = false
 	n2 := startNode(t, cfg)
 	if got := n2.log.View().Head.Seq; got != head {

@@ -14,6 +14,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/batonhq/baton/internal/wait"
 )
 
 // Baseline is three plain hashicorp/raft nodes on 127.0.0.1 with raft-boltdb/v2
@@ -86,7 +88,7 @@ func StartBaseline(ctx context.Context, dir string) (*Baseline, error) {
 			return nil, fmt.Errorf("baseline bootstrap: %w", err)
 		}
 	}
-	if err := poll(ctx, func() bool { return b.leader() != nil }); err != nil {
+	if err := wait.Until(ctx, "a baseline raft leader", func() bool { return b.leader() != nil }); err != nil {
 		b.Close()
 		return nil, fmt.Errorf("baseline leader: %w", err)
 	}
@@ -105,16 +107,13 @@ func (b *Baseline) leader() *raft.Raft {
 // Apply applies cmd on the current leader, retrying on a leader change until ctx ends.
 func (b *Baseline) Apply(ctx context.Context, cmd []byte) error {
 	for {
-		if r := b.leader(); r != nil {
-			err := r.Apply(cmd, 10*time.Second).Error()
-			if err == nil || !(errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost)) {
-				return err
-			}
+		var r *raft.Raft
+		if err := wait.Until(ctx, "a baseline raft leader", func() bool { r = b.leader(); return r != nil }); err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond): // waiting for an election
+		err := r.Apply(cmd, 10*time.Second).Error()
+		if err == nil || !(errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost)) {
+			return err
 		}
 	}
 }
@@ -139,20 +138,6 @@ func (b *Baseline) Close() {
 	for _, t := range b.trans {
 		_ = t.Close()
 	}
-}
-
-// poll calls cond every 5 ms until it holds or ctx ends.
-func poll(ctx context.Context, cond func() bool) error {
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-	return nil
 }
 
 // dirBytes is the total size of the regular files under dir.

@@ -6,15 +6,20 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/batonhq/baton/testnet"
 )
+
+// clusterRaftTimeout is clusterRaft's heartbeat and election timeout.
+const clusterRaftTimeout = 500 * time.Millisecond
 
 // clusterRaft tunes baton's Raft for a LAN (three devices on one machine here): a
 // quicker failure detector than raft.DefaultConfig's 1 s, still several heartbeat
 // rounds (HeartbeatTimeout/10) above a loaded machine's scheduling delays.
 func clusterRaft(c *raft.Config) {
-	c.HeartbeatTimeout = 500 * time.Millisecond
-	c.ElectionTimeout = 500 * time.Millisecond
-	c.LeaderLeaseTimeout = 250 * time.Millisecond
+	c.HeartbeatTimeout = clusterRaftTimeout
+	c.ElectionTimeout = clusterRaftTimeout
+	c.LeaderLeaseTimeout = clusterRaftTimeout / 2
 }
 
 // runBaton starts a baton cluster and measures its sections (load, failover, at
@@ -25,14 +30,14 @@ func runBaton(ctx context.Context, o Options, dir string, r *Report, fail func(s
 	}
 	o.progress("baton: starting three devices")
 	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	c, err := StartCluster(sctx, ClusterConfig{Dir: filepath.Join(dir, "baton"), TTL: o.TTL, Tick: o.Tick, Raft: clusterRaft})
+	c, err := startCluster(sctx, filepath.Join(dir, "baton"), o.TTL, o.Tick, nil)
 	cancel()
 	if err != nil {
 		fail("baton", err)
 		return
 	}
 	defer c.Close()
-	section := func(name string, f func(context.Context, Options, *Cluster, *Report) error, limit time.Duration) {
+	section := func(name string, f func(context.Context, Options, *testnet.Cluster, *Report) error, limit time.Duration) {
 		if o.Skip[name] {
 			return
 		}

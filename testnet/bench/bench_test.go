@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/signer/node"
+	"github.com/batonhq/baton/testnet"
 )
 
 // Go benchmarks behind `baton bench`, for profiling one path at a time:
@@ -14,24 +15,24 @@ import (
 //	go test ./testnet/bench -run '^$' -bench Submit -benchtime 2000x -cpuprofile cpu.out
 //	go tool pprof -top testnet/bench.test cpu.out
 
-func benchCluster(b *testing.B) (*Cluster, int) {
+func benchCluster(b *testing.B) *testnet.Device {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := StartCluster(ctx, ClusterConfig{Dir: b.TempDir(), TTL: 2 * time.Second, Tick: 100 * time.Millisecond, Raft: clusterRaft})
+	c, err := startCluster(ctx, b.TempDir(), 2*time.Second, 100*time.Millisecond, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(c.Close)
-	dev, err := c.Arrange(ctx, true)
+	b.Cleanup(func() { c.Close() })
+	dev, err := arrange(ctx, c, true)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return c, dev
+	return dev
 }
 
 func benchSubmit(b *testing.B, wait node.Wait, parallel int) {
-	c, dev := benchCluster(b)
+	dev := benchCluster(b)
 	value := make([]byte, 200)
 	ctx := context.Background()
 	b.SetParallelism(parallel)
@@ -39,7 +40,7 @@ func benchSubmit(b *testing.B, wait node.Wait, parallel int) {
 	var n atomicCounter
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := c.Submit(ctx, dev, fmt.Sprintf("b%d", n.next()), value, wait); err != nil {
+			if _, err := submit(ctx, dev, fmt.Sprintf("b%d", n.next()), value, wait); err != nil {
 				b.Error(err)
 				return
 			}

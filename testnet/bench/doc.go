@@ -3,8 +3,9 @@
 // and baton's figures printed as ratios to it. docs/BENCHMARKS.md holds the figures,
 // the machine and what limits each one.
 //
-// The baton cluster is three signer.Nodes in this process over real libp2p on
-// 127.0.0.1 with real bolt files (Cluster); the baseline is three hashicorp/raft nodes
+// The baton cluster is three node.Nodes in this process over real libp2p on
+// 127.0.0.1 with real bolt files (testnet.Cluster, without its timeline recorder);
+// the at-rest run over processes is a testnet.ProcCluster; the baseline is three hashicorp/raft nodes
 // with raft-boltdb and raft's TCP transport applying the same commands to a trivial
 // FSM (Baseline). Sections: load (1, 16, 64 clients through Node.Submit and through
 // the Unix-socket API, accepted and signed), failover (hard kills of the holder, with

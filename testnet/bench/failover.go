@@ -10,6 +10,7 @@ import (
 
 	"github.com/batonhq/baton/signer/chain"
 	"github.com/batonhq/baton/signer/node"
+	"github.com/batonhq/baton/testnet"
 )
 
 // rng picks kill times; seeded so that runs are comparable.
@@ -34,8 +35,8 @@ var raftElection = time.Second
 // epoch signed by someone other than not, while a helper keeps one intent pending
 // through obs (retrying while there is no leader). It returns when that commit was
 // seen and who signed it.
-func firstCommitAfter(ctx context.Context, c *Cluster, obs int, epoch uint64, not string, start time.Time) (time.Duration, string, error) {
-	n := c.Nodes[obs]
+func firstCommitAfter(ctx context.Context, obs *testnet.Device, epoch uint64, not string, start time.Time) (time.Duration, string, error) {
+	n := obs.Node()
 	sctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -43,7 +44,7 @@ func firstCommitAfter(ctx context.Context, c *Cluster, obs int, epoch uint64, no
 		defer wg.Done()
 		for i := 0; sctx.Err() == nil; i++ {
 			actx, cancel := context.WithTimeout(sctx, 500*time.Millisecond)
-			_, err := c.Submit(actx, obs, fmt.Sprintf("fo%d-%d", runSeq.Add(1), i), []byte("x"), node.WaitCommitted)
+			_, err := submit(actx, obs, fmt.Sprintf("fo%d-%d", runSeq.Add(1), i), []byte("x"), node.WaitCommitted)
 			cancel()
 			if err == nil {
 				// Keep one intent pending, not a flood: wait for the head to move.
@@ -83,32 +84,33 @@ func firstCommitAfter(ctx context.Context, c *Cluster, obs int, epoch uint64, no
 // crashRound kills the holder (arranged to be or not be the Raft leader) and times
 // its kill to the first commit by a new holder observed on a survivor, then restarts
 // the killed device and waits until it has caught up.
-func crashRound(ctx context.Context, c *Cluster, leader bool) (time.Duration, error) {
-	h, err := c.Arrange(ctx, leader)
+func crashRound(ctx context.Context, c *testnet.Cluster, leader bool) (time.Duration, error) {
+	h, err := arrange(ctx, c, leader)
 	if err != nil {
 		return 0, err
 	}
 	// Let the new tenure settle (its first renewal) so every round starts alike.
-	if err := waitCommitBy(ctx, c, h); err != nil {
+	if err := waitCommitBy(ctx, h); err != nil {
 		return 0, err
 	}
 	// Die at a uniformly random point of the renewal cycle (renewals come every
 	// half TTL or so), not right after the tenure began.
-	if err := sleepCtx(ctx, time.Duration(rng.Int64N(int64(c.ttl)))); err != nil {
+	if err := sleepCtx(ctx, time.Duration(rng.Int64N(int64(c.TTL())))); err != nil {
 		return 0, err
 	}
-	if !c.Nodes[h].Holds() {
+	n := h.Node()
+	if n == nil || !n.Holds() {
 		return 0, errors.New("holder lost the lease while idle")
 	}
-	obs := (h + 1) % 3
-	epoch := c.Nodes[h].Lease().Epoch()
-	id := c.Nodes[h].ID()
+	obs := c.Devices()[(h.Index+1)%3]
+	epoch := n.Lease().Epoch()
+	id := n.ID()
 	start := time.Now()
 	if err := c.Kill(h); err != nil {
 		return 0, fmt.Errorf("kill: %w", err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	el, _, err := firstCommitAfter(rctx, c, obs, epoch, id, start)
+	el, _, err := firstCommitAfter(rctx, obs, epoch, id, start)
 	cancel()
 	if err != nil {
 		return 0, err
@@ -116,50 +118,53 @@ func crashRound(ctx context.Context, c *Cluster, leader bool) (time.Duration, er
 	if err := c.Restart(ctx, h); err != nil {
 		return el, err
 	}
-	target := c.Nodes[obs].Log().View().AppliedIndex
-	if err := poll(ctx, func() bool { return c.Nodes[h].Log().View().AppliedIndex >= target }); err != nil {
+	target := obs.Node().Log().View().AppliedIndex
+	if err := h.Node().Log().WaitApplied(ctx, target); err != nil {
 		return el, fmt.Errorf("restarted device catching up: %w", err)
 	}
 	return el, nil
 }
 
 // waitCommitBy makes sure device h holds and has signed under its current epoch.
-func waitCommitBy(ctx context.Context, c *Cluster, h int) error {
-	n := c.Nodes[h]
+func waitCommitBy(ctx context.Context, h *testnet.Device) error {
+	n := h.Node()
+	if n == nil {
+		return fmt.Errorf("%s is down", h.Label())
+	}
 	epoch := n.Lease().Epoch()
 	if n.Log().View().Head.Epoch >= epoch && epoch > 0 {
 		return nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err := c.Submit(wctx, h, fmt.Sprintf("settle%d", runSeq.Add(1)), []byte("x"), node.WaitSigned)
+	_, err := submit(wctx, h, fmt.Sprintf("settle%d", runSeq.Add(1)), []byte("x"), node.WaitSigned)
 	return err
 }
 
 // gracefulRound releases the lease on the holder and times the release call to the
 // first commit at a higher epoch, observed on another device.
-func gracefulRound(ctx context.Context, c *Cluster) (time.Duration, error) {
-	h, err := c.WaitHolder(ctx, "")
+func gracefulRound(ctx context.Context, c *testnet.Cluster) (time.Duration, error) {
+	h, _, err := c.WaitHolder(ctx, 0)
 	if err != nil {
 		return 0, err
 	}
-	if err := waitCommitBy(ctx, c, h); err != nil {
+	if err := waitCommitBy(ctx, h); err != nil {
 		return 0, err
 	}
-	obs := (h + 1) % 3
-	epoch := c.Nodes[h].Lease().Epoch()
+	obs := c.Devices()[(h.Index+1)%3]
+	epoch := h.Node().Lease().Epoch()
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	start := time.Now()
-	if err := c.Nodes[h].Release(rctx); err != nil {
+	if err := h.Node().Release(rctx); err != nil {
 		return 0, fmt.Errorf("release: %w", err)
 	}
-	el, _, err := firstCommitAfter(rctx, c, obs, epoch, "", start)
+	el, _, err := firstCommitAfter(rctx, obs, epoch, "", start)
 	return el, err
 }
 
 // runFailover runs o.Rounds crash rounds of each kind and o.Rounds graceful rounds.
-func runFailover(ctx context.Context, o Options, c *Cluster, r *Report) error {
+func runFailover(ctx context.Context, o Options, c *testnet.Cluster, r *Report) error {
 	fo := &FailoverResult{}
 	r.Failover = fo
 	ttl := o.TTL

@@ -3,10 +3,14 @@ package bench
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
+	"github.com/batonhq/baton/internal/wait"
+	"github.com/batonhq/baton/signer/api"
 	"github.com/batonhq/baton/signer/node"
+	"github.com/batonhq/baton/testnet"
 )
 
 // submitter submits one intent and waits as told.
@@ -16,7 +20,8 @@ var runSeq atomic.Uint64 // keeps intent ids unique across phases and runs
 
 // measureLoad runs an accepted phase and a signed phase with clients concurrent
 // clients through submit, and counts the commits the signed phase made on dev.
-func measureLoad(ctx context.Context, o Options, c *Cluster, dev int, api string, clients int, submit submitter) (BatonLoad, error) {
+func measureLoad(ctx context.Context, o Options, dev *testnet.Device, api string, clients int, submit submitter) (BatonLoad, error) {
+	log := dev.Node().Log()
 	value := make([]byte, o.Payload)
 	phase := func(wait node.Wait) (float64, Dist, error) {
 		run := runSeq.Add(1)
@@ -34,14 +39,14 @@ func measureLoad(ctx context.Context, o Options, c *Cluster, dev int, api string
 	}
 	// Let the signer drain what the accepted phase left pending before the signed
 	// phase: its latencies must not include that backlog.
-	if err := poll(ctx, func() bool { return c.Nodes[dev].Log().View().Pending == 0 }); err != nil {
+	if err := wait.Until(ctx, "no intent pending", func() bool { return log.View().Pending == 0 }); err != nil {
 		return out, fmt.Errorf("draining pending intents: %w", err)
 	}
-	seq0 := c.Nodes[dev].Log().View().Head.Seq
+	seq0 := log.View().Head.Seq
 	if out.SignedPerSec, out.Signed, err = phase(node.WaitSigned); err != nil {
 		return out, fmt.Errorf("%s, %d clients, signed: %w", api, clients, err)
 	}
-	if commits := c.Nodes[dev].Log().View().Head.Seq - seq0; commits > 0 {
+	if commits := log.View().Head.Seq - seq0; commits > 0 {
 		out.IntentsPerCommit = round1(float64(out.Signed.N) / float64(commits))
 	}
 	out.AcceptedPerSec, out.SignedPerSec = round1(out.AcceptedPerSec), round1(out.SignedPerSec)
@@ -51,17 +56,16 @@ func measureLoad(ctx context.Context, o Options, c *Cluster, dev int, api string
 // runLoads measures every client count through the Go API and the socket API of the
 // device that holds the lease and leads Raft (the comparable case to the baseline,
 // which applies on its leader).
-func runLoads(ctx context.Context, o Options, c *Cluster, r *Report) error {
-	dev, err := c.Arrange(ctx, true)
+func runLoads(ctx context.Context, o Options, c *testnet.Cluster, r *Report) error {
+	dev, err := arrange(ctx, c, true)
 	if err != nil {
 		return err
 	}
-	nd := c.Nodes[dev]
 	goAPI := func(ctx context.Context, _ int, id string, value []byte, wait node.Wait) error {
-		_, err := c.Submit(ctx, dev, id, value, wait)
+		_, err := submit(ctx, dev, id, value, wait)
 		return err
 	}
-	sock := newSocketClients(c.Socket(dev))
+	sock := newSocketClients(filepath.Join(dev.Dir, api.SocketFile))
 	defer sock.close()
 	// Warm up: connections, bolt file growth, the first commits.
 	if _, _, err := runLoad(ctx, 16, o.LoadWindow/4, func(ctx context.Context, cl, i int) error {
@@ -69,23 +73,23 @@ func runLoads(ctx context.Context, o Options, c *Cluster, r *Report) error {
 	}); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
-	for _, api := range []struct {
+	for _, via := range []struct {
 		name string
 		f    submitter
 	}{{"go", goAPI}, {"socket", sock.submit}} {
 		for _, n := range o.Clients {
-			if !nd.Holds() {
-				if dev, err = c.Arrange(ctx, true); err != nil {
+			if nd := dev.Node(); nd == nil || !nd.Holds() {
+				if dev, err = arrange(ctx, c, true); err != nil {
 					return err
 				}
 			}
-			l, err := measureLoad(ctx, o, c, dev, api.name, n, api.f)
+			l, err := measureLoad(ctx, o, dev, via.name, n, via.f)
 			if err != nil {
 				return err
 			}
 			r.Baton = append(r.Baton, l)
 			o.progress("baton %s %d clients: accepted %.0f/s p50 %.2f ms, signed %.0f/s p50 %.2f ms, %.1f intents/commit",
-				api.name, n, l.AcceptedPerSec, l.Accepted.P50Ms, l.SignedPerSec, l.Signed.P50Ms, l.IntentsPerCommit)
+				via.name, n, l.AcceptedPerSec, l.Accepted.P50Ms, l.SignedPerSec, l.Signed.P50Ms, l.IntentsPerCommit)
 		}
 	}
 	return nil

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/batonhq/baton/testnet"
 )
 
 // procUsage reads this process's RSS (bytes) and CPU time (user+system) from /proc.
@@ -48,11 +50,8 @@ func procUsageAt(dir string) (rss int64, cpu time.Duration, err error) {
 
 // snapshotAll takes a Raft snapshot on every live device (nothing new to snapshot
 // is not an error).
-func snapshotAll(c *Cluster) error {
-	for _, n := range c.Nodes {
-		if n == nil {
-			continue
-		}
+func snapshotAll(c *testnet.Cluster) error {
+	for _, n := range c.Nodes() {
 		if err := n.Log().Raft().Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
 			return fmt.Errorf("snapshot: %w", err)
 		}
@@ -60,24 +59,16 @@ func snapshotAll(c *Cluster) error {
 	return nil
 }
 
-func (c *Cluster) diskBytes() int64 {
-	var n int64
-	for _, d := range c.DataDirs() {
-		n += dirBytes(d)
-	}
-	return n
-}
-
 // runAtRest leaves the cluster idle for o.RestWindow after a snapshot and measures
 // the Raft entries written (all of them lease entries when idle), disk before and
 // after the snapshot and at the end, and the process's RSS and CPU.
-func runAtRest(ctx context.Context, o Options, c *Cluster, r *Report) error {
+func runAtRest(ctx context.Context, o Options, c *testnet.Cluster, r *Report) error {
 	a := &AtRestResult{WindowS: o.RestWindow.Seconds()}
 	r.AtRest = a
-	if _, err := c.WaitHolder(ctx, ""); err != nil {
+	if _, _, err := c.WaitHolder(ctx, 0); err != nil {
 		return err
 	}
-	a.DiskBefore = c.diskBytes()
+	a.DiskBefore = diskBytes(c)
 	// Two snapshots a few renewals apart: Raft keeps the newest two
 	// (intentlog.DefaultSnapshotRetain), so from here on a snapshot replaces one of
 	// the same size and the window's growth is the logs' and state files'.
@@ -91,12 +82,12 @@ func runAtRest(ctx context.Context, o Options, c *Cluster, r *Report) error {
 			return err
 		}
 	}
-	a.DiskAfter = c.diskBytes()
-	h, err := c.WaitHolder(ctx, "")
+	a.DiskAfter = diskBytes(c)
+	h, _, err := c.WaitHolder(ctx, 0)
 	if err != nil {
 		return err
 	}
-	log := c.Nodes[h].Log()
+	log := h.Node().Log()
 	idx0 := log.Raft().LastIndex()
 	hist0, _ := log.LeaseHistory()
 	rss0, cpu0, err := procUsage()
@@ -114,8 +105,8 @@ func runAtRest(ctx context.Context, o Options, c *Cluster, r *Report) error {
 	if err != nil {
 		return err
 	}
-	if h2 := c.Holder(); h2 >= 0 {
-		log = c.Nodes[h2].Log()
+	if h2, _, ok := c.Holder(); ok {
+		log = h2.Node().Log()
 	}
 	a.LeaseEntries = int(log.Raft().LastIndex() - idx0)
 	a.LeaseEntriesPerTTL = ratio(float64(a.LeaseEntries), el.Seconds()/o.TTL.Seconds())
@@ -129,11 +120,11 @@ func runAtRest(ctx context.Context, o Options, c *Cluster, r *Report) error {
 		}
 		a.Note = fmt.Sprintf("lease history over the window: %v; ", kinds)
 	}
-	a.DiskEnd = c.diskBytes()
+	a.DiskEnd = diskBytes(c)
 	if err := snapshotAll(c); err != nil {
 		return err
 	}
-	a.DiskAfterWindow = c.diskBytes()
+	a.DiskAfterWindow = diskBytes(c)
 	a.Devices = []Usage{{
 		Name:   "all 3 devices (one process)",
 		RSSMiB: float64(max(rss0, rss1)) / (1 << 20),

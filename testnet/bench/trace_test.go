@@ -23,32 +23,36 @@ func TestTraceGraceful(t *testing.T) {
 	lf, _ := os.Create(os.Getenv("BENCH_TRACE"))
 	defer lf.Close()
 	logger := slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	c, err := StartCluster(ctx, ClusterConfig{Dir: t.TempDir(), TTL: 2 * time.Second, Tick: 100 * time.Millisecond, Raft: clusterRaft, Logger: logger})
+	c, err := startCluster(ctx, t.TempDir(), 2*time.Second, 100*time.Millisecond, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	for round := range 5 {
-		h, _ := c.WaitHolder(ctx, "")
-		if err := waitCommitBy(ctx, c, h); err != nil {
+		h, _, _ := c.WaitHolder(ctx, 0)
+		if err := waitCommitBy(ctx, h); err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()
 		var subs []*intentlog.Subscription
-		for i, n := range c.Nodes {
-			s := n.Log().Subscribe()
+		for _, d := range c.Devices() {
+			s := d.Node().Log().Subscribe()
 			subs = append(subs, s)
 			go func() {
 				for ev := range s.C {
-					t.Logf("round %d dev %d (holder %d, leader %d) +%6.1fms %T %+v", round, i, h, c.Leader(), float64(time.Since(start).Microseconds())/1000, ev, short(ev))
+					leader := "-"
+					if l, ok := c.Leader(); ok {
+						leader = l.Name
+					}
+					t.Logf("round %d %s (holder %s, leader %s) +%6.1fms %T %+v", round, d.Name, h.Name, leader, float64(time.Since(start).Microseconds())/1000, ev, short(ev))
 				}
 			}()
 		}
 		logger.Info("ROUND START", "round", round)
 		d, err := gracefulRound(ctx, c)
 		ids := ""
-		for i, n := range c.Nodes {
-			ids += fmt.Sprintf(" dev%d=%s", i, n.ID()[len(n.ID())-5:])
+		for _, x := range c.Devices() {
+			ids += " " + x.Label()
 		}
 		t.Logf("round %d: %v %v%s", round, d, err, ids)
 		time.Sleep(50 * time.Millisecond) // let the trace drain (diagnostic only)
@@ -77,7 +81,7 @@ func TestProfileIdle(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := StartCluster(ctx, ClusterConfig{Dir: t.TempDir(), TTL: 15 * time.Second, Tick: 2 * time.Second, Raft: clusterRaft})
+	c, err := startCluster(ctx, t.TempDir(), 15*time.Second, 2*time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
