@@ -87,6 +87,9 @@ func printStatus(w io.Writer, st node.State) {
 		}
 		fmt.Fprintf(tw, "REMOVED\tthis device %s; it no longer replicates: what follows is its last view\n", how)
 	}
+	if !st.Healthy {
+		fmt.Fprintf(tw, "UNHEALTHY\t%s: this device neither claims nor signs; stop it and run `baton repair --data DIR`, then start it again\n", oneLine(cleanText(st.Problem)))
+	}
 	fmt.Fprintf(tw, "chain\t%s\n", st.Chain)
 	signs := "yes"
 	if !st.Signer {
