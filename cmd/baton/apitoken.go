@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/batonhq/baton/signer/device"
 )
 
 // apiTokenFile is the TCP API's bearer token in the data dir (0600), made by `run`
@@ -24,7 +26,7 @@ func readToken(path string) (string, error) {
 	if fi.Mode().Perm()&0o077 != 0 {
 		return "", fmt.Errorf("%s is readable by others (mode %v): chmod 600 it", path, fi.Mode().Perm())
 	}
-	b, err := readSmall(path, 4096)
+	b, err := device.ReadSmall(path, 4096)
 	if err != nil {
 		return "", err
 	}

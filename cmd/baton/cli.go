@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,7 +10,17 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
+
+// The command line is built with spf13/cobra and spf13/pflag: GNU-style --flags that
+// may follow arguments, help printed once (`baton help CMD`, `baton CMD --help`),
+// shell completion for bash, zsh and fish generated from the same definitions as the
+// help and the man page (`baton completion`, `baton man`). On top of it this file
+// keeps baton's rules: every flag can also come from BATON_<FLAG>, a usage mistake is
+// one line on stderr and exit status 2, any other failure one line and status 1.
 
 // cli is one invocation of the binary: its streams and environment. Tests build one
 // with their own buffers and getenv instead of touching the process's.
@@ -20,37 +29,6 @@ type cli struct {
 	stdout io.Writer
 	stderr io.Writer
 	getenv func(string) string
-}
-
-// command is a subcommand. run parses its own flags with c.parse.
-type command struct {
-	name    string
-	summary string
-	run     func(ctx context.Context, c *cli, args []string) error
-}
-
-// commands lists the subcommands in the order `baton help` shows them.
-var commands []command
-
-func init() {
-	commands = []command{
-		{"init", "create this device's keys in a data dir (a new chain, or from an invite)", cmdInit},
-		{"run", "run the node in the foreground", cmdRun},
-		{"invite", "print a one-line invite for a new device (asks the running node)", cmdInvite},
-		{"join", "run the node, joining a cluster with an invite on first start", cmdJoin},
-		{"leave", "remove this device from the cluster (gracefully)", cmdLeave},
-		{"status", "show this device, Raft, the lease, the chain head and members", cmdStatus},
-		{"submit", "submit one intent (put or delete a record)", cmdSubmit},
-		{"tail", "follow commits as they are applied, one line each", cmdTail},
-		{"export", "write the chain as NDJSON (verify it with `baton verify`)", cmdExport},
-		{"verify", "verify an exported chain", cmdVerify},
-		{"repair", "re-sync a device whose Raft log or state is corrupt (it must be stopped)", cmdRepair},
-		{"lease", "release, transfer or steal the lease; show its history", cmdLease},
-		{"demo", "three devices in one process: watch a failover", cmdDemo},
-		{"drill", "run a failover drill (testnet)", cmdDrill},
-		{"bench", "run benchmarks (testnet/bench)", cmdBench},
-		{"version", "print the version", cmdVersion},
-	}
 }
 
 // usageError is a mistake in the command line: exit status 2.
@@ -76,108 +54,192 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return c.main(ctx, args)
 }
 
+const rootLong = `baton elects one signer among a few devices and extends one signed chain that never forks.
+
+Every flag can also be set in the environment as BATON_<FLAG> (dashes become
+underscores, e.g. BATON_DATA, BATON_LISTEN); a flag on the command line wins.
+BATON_API_TOKEN gives the bearer token of a TCP --api (secrets never go in argv).
+The data dir defaults to ~/.baton. Usage errors exit 2, other failures 1.`
+
+const rootExample = `  baton demo                       three devices on this machine, a failover, a summary
+  baton init --new-chain           the first device of a new chain
+  baton help <command>             flags and examples of one command`
+
+// root builds the command tree.
+func (c *cli) root() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "baton",
+		Short:         "elect one signer among a few devices; extend one signed chain",
+		Long:          rootLong,
+		Example:       rootExample,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Version:       version(),
+		// `baton` alone prints the usage to stderr and exits 2 (see main).
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return unknownCommand(cmd, args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cmd.SetOut(c.stderr)
+			_ = cmd.Usage()
+			return &exitError{code: 2}
+		},
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error { return c.applyEnv(cmd) },
+	}
+	root.SetVersionTemplate("baton {{.Version}}\n")
+	root.SetIn(c.stdin)
+	root.SetOut(c.stdout)
+	root.SetErr(c.stderr)
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		// -data (one dash, as Go's flag package allowed) reads as the shorthands d, a, ...
+		if _, after, ok := strings.Cut(err.Error(), "unknown shorthand flag: "); ok {
+			if _, arg, ok := strings.Cut(after, " in "); ok && len(arg) > 2 && !strings.HasPrefix(arg, "--") {
+				return usagef("unknown flag %s: long flags take two dashes (-%s)", arg, arg)
+			}
+		}
+		return usagef("%v", err)
+	})
+	root.CompletionOptions.HiddenDefaultCmd = false
+	root.AddGroup(&cobra.Group{ID: "device", Title: "Set up and run a device:"},
+		&cobra.Group{ID: "ops", Title: "Operate a running device:"},
+		&cobra.Group{ID: "tools", Title: "Check, try and test:"})
+	for _, sub := range []*cobra.Command{
+		c.initCmd(), c.runCmd(), c.joinCmd(), c.inviteCmd(), c.leaveCmd(), c.membersCmd(),
+	} {
+		sub.GroupID = "device"
+		root.AddCommand(sub)
+	}
+	for _, sub := range []*cobra.Command{
+		c.statusCmd(), c.submitCmd(), c.tailCmd(), c.exportCmd(), c.leaseCmd(), c.watchCmd(), c.execCmd(),
+	} {
+		sub.GroupID = "ops"
+		root.AddCommand(sub)
+	}
+	for _, sub := range []*cobra.Command{
+		c.verifyCmd(), c.repairCmd(), c.passthrough("demo", "three devices in one process: watch a failover", cmdDemo),
+		c.passthrough("drill", "run a failover drill (testnet)", cmdDrill),
+		c.passthrough("bench", "run benchmarks (testnet/bench)", cmdBench),
+		c.versionCmd(), c.manCmd(),
+	} {
+		sub.GroupID = "tools"
+		root.AddCommand(sub)
+	}
+	root.SetHelpCommandGroupID("tools")
+	root.SetCompletionCommandGroupID("tools")
+	root.InitDefaultCompletionCmd()
+	requireSubcommands(root)
+	return root
+}
+
+// requireSubcommands makes every group command (completion, lease, members: those
+// without their own action) refuse an unknown or missing subcommand with a usage
+// error, instead of printing its help and exiting 0.
+func requireSubcommands(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		requireSubcommands(sub)
+	}
+	if cmd.HasParent() && cmd.HasSubCommands() && cmd.Run == nil && cmd.RunE == nil {
+		var names []string
+		for _, sub := range cmd.Commands() {
+			if sub.IsAvailableCommand() {
+				names = append(names, sub.Name())
+			}
+		}
+		want := strings.Join(names, ", ")
+		cmd.Args = func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("want a subcommand: %s", want)
+			}
+			return usagef("unknown subcommand %q: want %s", args[0], want)
+		}
+		cmd.RunE = func(*cobra.Command, []string) error { return nil }
+	}
+}
+
+// passthrough is a command that parses its own arguments (demo with c.flagSet;
+// drill and bench in testnet, which print their own help).
+func (c *cli) passthrough(name, short string, fn func(context.Context, *cli, []string) error) *cobra.Command {
+	return &cobra.Command{
+		Use:                name + " [flags]",
+		Short:              short,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			return fn(ctx, c, args)
+		},
+	}
+}
+
+func unknownCommand(cmd *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q", name)
+	if s := cmd.SuggestionsFor(name); len(s) > 0 {
+		msg += fmt.Sprintf(" (did you mean %q?)", s[0])
+	}
+	return usagef("%s", msg)
+}
+
 func (c *cli) main(ctx context.Context, args []string) int {
+	root := c.root()
 	if len(args) == 0 {
-		c.help(c.stderr)
+		_ = root.RunE(root, nil)
 		return 2
 	}
-	name := args[0]
-	switch name {
-	case "help", "-h", "-help", "--help":
-		if len(args) > 1 {
-			if cmd, ok := lookup(args[1]); ok {
-				return c.exit(cmd.name, cmd.run(ctx, c, []string{"--help"}))
-			}
-			fmt.Fprintf(c.stderr, "baton: unknown command %q (see `baton help`)\n", args[1])
+	if args[0] == "help" && len(args) > 1 {
+		cmd, _, err := root.Find(args[1:])
+		if err != nil || cmd == root {
+			fmt.Fprintf(c.stderr, "baton: unknown command %q (see `baton help`)\n", strings.Join(args[1:], " "))
 			return 2
 		}
-		c.help(c.stdout)
-		return 0
-	case "-version", "--version":
-		name = "version"
-	}
-	cmd, ok := lookup(name)
-	if !ok {
-		fmt.Fprintf(c.stderr, "baton: unknown command %q (see `baton help`)\n", name)
-		return 2
-	}
-	return c.exit(cmd.name, cmd.run(ctx, c, args[1:]))
-}
-
-func lookup(name string) (command, bool) {
-	for _, cmd := range commands {
-		if cmd.name == name {
-			return cmd, true
+		if cmd.DisableFlagParsing { // demo, drill and bench print their own help
+			return c.exit(cmd, cmd.RunE(cmd, []string{"--help"}))
 		}
 	}
-	return command{}, false
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	return c.exit(cmd, err)
 }
 
-// exit maps a subcommand's error to an exit status and prints it as one line.
-func (c *cli) exit(name string, err error) int {
-	if err == nil || errors.Is(err, flag.ErrHelp) {
+// exit maps a command's error to an exit status and prints it as one line.
+func (c *cli) exit(cmd *cobra.Command, err error) int {
+	if err == nil || errors.Is(err, pflag.ErrHelp) {
 		return 0
 	}
-	var ue *usageError
-	if errors.As(err, &ue) {
-		fmt.Fprintf(c.stderr, "baton %s: %s (see `baton %s --help`)\n", name, ue.msg, name)
-		return 2
+	name := "baton"
+	if cmd != nil {
+		name = cmd.CommandPath()
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.msg != "" {
-			fmt.Fprintf(c.stderr, "baton %s: %s\n", name, ee.msg)
+			fmt.Fprintf(c.stderr, "%s: %s\n", name, ee.msg)
 		}
 		return ee.code
 	}
-	fmt.Fprintf(c.stderr, "baton %s: %s\n", name, oneLine(err.Error()))
+	var ue *usageError
+	if errors.As(err, &ue) || isCobraUsage(err) {
+		fmt.Fprintf(c.stderr, "%s: %s (see `%s --help`)\n", name, oneLine(err.Error()), name)
+		return 2
+	}
+	fmt.Fprintf(c.stderr, "%s: %s\n", name, oneLine(describe(err)))
 	return 1
+}
+
+// isCobraUsage recognises the few usage errors cobra makes itself (it has no
+// sentinel for them).
+func isCobraUsage(err error) bool {
+	s := err.Error()
+	return strings.HasPrefix(s, "unknown command ") || strings.HasPrefix(s, "required flag") ||
+		strings.HasPrefix(s, "invalid argument ") || strings.HasPrefix(s, "if any flags in the group")
 }
 
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
-}
-
-func (c *cli) help(w io.Writer) {
-	fmt.Fprint(w, `baton elects one signer among a few devices and extends one signed chain that never forks.
-
-Usage: baton <command> [flags] [args]
-
-Commands:
-`)
-	for _, cmd := range commands {
-		fmt.Fprintf(w, "  %-8s %s\n", cmd.name, cmd.summary)
-	}
-	fmt.Fprint(w, `
-Every flag can also be set in the environment as BATON_<FLAG> (dashes become
-underscores, e.g. BATON_DATA, BATON_LISTEN); a flag on the command line wins.
-BATON_API_TOKEN gives the bearer token of a TCP --api (secrets never go in argv).
-The data dir defaults to ~/.baton.
-
-Start here:
-  baton demo                     three devices on this machine, a failover, a summary
-  baton help <command>           flags and examples of one command
-`)
-}
-
-// flagSet returns a FlagSet for a subcommand whose --help prints usage (the synopsis
-// and examples) followed by the flags.
-func (c *cli) flagSet(name, usage string) *flag.FlagSet {
-	fs := flag.NewFlagSet("baton "+name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are printed once, by exit
-	fs.Usage = func() {
-		w := c.stdout
-		fmt.Fprintln(w, strings.TrimSpace(usage))
-		has := false
-		fs.VisitAll(func(*flag.Flag) { has = true })
-		if has {
-			fmt.Fprintln(w, "\nFlags (each also as BATON_<FLAG>):")
-			fs.SetOutput(w)
-			fs.PrintDefaults()
-			fs.SetOutput(io.Discard)
-		}
-	}
-	return fs
 }
 
 // envName is the environment variable of a flag: BATON_ and the name in upper case with
@@ -186,11 +248,21 @@ func envName(flagName string) string {
 	return "BATON_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// parse applies BATON_<FLAG> environment variables, then the command line (which wins).
-// --help prints usage and returns flag.ErrHelp; any other problem is a usageError.
-func (c *cli) parse(fs *flag.FlagSet, args []string) error {
+// applyEnv sets the flags not given on the command line from BATON_<FLAG>.
+func (c *cli) applyEnv(cmd *cobra.Command) error {
+	if cmd.DisableFlagParsing {
+		return nil
+	}
+	return c.envInto(cmd.Flags())
+}
+
+func (c *cli) envInto(fs *pflag.FlagSet) error {
 	var names []string
-	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	fs.VisitAll(func(f *pflag.Flag) {
+		if !f.Changed && f.Name != "help" {
+			names = append(names, f.Name)
+		}
+	})
 	sort.Strings(names)
 	for _, n := range names {
 		if v, ok := c.lookupEnv(envName(n)); ok {
@@ -199,19 +271,59 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) error {
 			}
 		}
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.Usage()
-			return flag.ErrHelp
-		}
-		return usagef("%v", err)
-	}
 	return nil
 }
 
 func (c *cli) lookupEnv(name string) (string, bool) {
 	v := c.getenv(name)
 	return v, v != ""
+}
+
+// flagSet returns a FlagSet for a command that parses its own arguments (demo):
+// --help prints usage (the synopsis and examples) followed by the flags.
+func (c *cli) flagSet(name, usage string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("baton "+name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are printed once, by exit
+	fs.Usage = func() {
+		fmt.Fprintln(c.stdout, strings.TrimSpace(usage))
+		if u := fs.FlagUsages(); u != "" {
+			fmt.Fprintf(c.stdout, "\nFlags (each also as BATON_<FLAG>):\n%s", u)
+		}
+	}
+	return fs
+}
+
+// parse applies BATON_<FLAG> environment variables, then the command line (which
+// wins). --help prints usage and returns pflag.ErrHelp; any other problem is a
+// usageError.
+func (c *cli) parse(fs *pflag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			fs.Usage()
+			return pflag.ErrHelp
+		}
+		return usagef("%v", err)
+	}
+	return c.envInto(fs)
+}
+
+// parseNoArgs parses a command's flags and refuses positional arguments.
+func (c *cli) parseNoArgs(fs *pflag.FlagSet, args []string) error {
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
+
+// noArgs refuses positional arguments (cobra.Args with baton's one-line message).
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("unexpected argument %q", args[0])
+	}
+	return nil
 }
 
 // defaultDataDir is ~/.baton (BATON_DATA overrides it through the usual env rule).
@@ -223,63 +335,77 @@ func defaultDataDir() string {
 	return filepath.Join(home, ".baton")
 }
 
-func dataFlag(fs *flag.FlagSet) *string {
-	return fs.String("data", defaultDataDir(), "data `dir` of this device (keys, Raft, state, baton.sock)")
+// dataFlag adds --data; the help shows its default as ~/.baton on every machine.
+func dataFlag(fs *pflag.FlagSet) *string {
+	p := fs.String("data", defaultDataDir(), "data `dir` of this device (keys, Raft, state, baton.sock)")
+	fs.Lookup("data").DefValue = "~/.baton"
+	return p
 }
 
-// noArgs refuses positional arguments a command does not take.
-// parseNoArgs parses a command's flags and refuses positional arguments.
-func (c *cli) parseNoArgs(fs *flag.FlagSet, args []string) error {
-	if err := c.parse(fs, args); err != nil {
-		return err
-	}
-	return noArgs(fs)
+// buildInfo is the module version, VCS revision and Go version of the binary.
+type buildInfo struct {
+	Version   string // module version, or "(devel)"
+	Revision  string // VCS revision (12 hex digits), "" when not stamped
+	Modified  bool   // built from a checkout with local changes
+	GoVersion string
 }
 
-func noArgs(fs *flag.FlagSet) error {
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
-	}
-	return nil
-}
+// revision may be set at link time (-ldflags "-X main.revision=...") for builds
+// without VCS stamping (go build -buildvcs=false, or a source tarball).
+var revision string
 
-// version is the module version of the binary, or "(devel)" with the VCS revision.
-func version() string {
+func readBuildInfo() buildInfo {
+	out := buildInfo{Version: "(devel)", Revision: revision}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return "unknown"
+		return out
 	}
-	v := bi.Main.Version
-	if v == "" {
-		v = "(devel)"
+	out.GoVersion = bi.GoVersion
+	if v := bi.Main.Version; v != "" {
+		out.Version = v
 	}
-	var rev, dirty string
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
-			rev = s.Value
+			out.Revision = s.Value
 		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = "+dirty"
-			}
+			out.Modified = s.Value == "true"
 		}
 	}
-	if rev != "" {
-		if len(rev) > 12 {
-			rev = rev[:12]
-		}
-		v += " " + rev + dirty
+	if len(out.Revision) > 12 {
+		out.Revision = out.Revision[:12]
 	}
-	return v + " " + bi.GoVersion
+	return out
 }
 
-func cmdVersion(ctx context.Context, c *cli, args []string) error {
-	fs := c.flagSet("version", `Usage: baton version
-
-Prints the version of this binary (module version, VCS revision, Go version).`)
-	if err := c.parseNoArgs(fs, args); err != nil {
-		return err
+// version is "VERSION [REVISION[+dirty]] GOVERSION".
+func version() string {
+	bi := readBuildInfo()
+	v := bi.Version
+	if bi.Revision != "" {
+		v += " " + bi.Revision
+		if bi.Modified {
+			v += "+dirty"
+		}
 	}
-	fmt.Fprintln(c.stdout, "baton", version())
-	return nil
+	if bi.GoVersion != "" {
+		v += " " + bi.GoVersion
+	}
+	return v
+}
+
+func (c *cli) versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "print the version (module version, VCS revision, Go version)",
+		Long: `Prints the version of this binary: the module version (or (devel) when built from a
+checkout), the VCS revision it was built from when the build stamped it (go build does
+in a git checkout; -buildvcs=false or GOFLAGS=-buildvcs=false turns it off), and the
+Go version.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fmt.Fprintln(c.stdout, "baton", version())
+			return nil
+		},
+	}
 }

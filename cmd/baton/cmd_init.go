@@ -1,25 +1,23 @@
 package main
 
 import (
-	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/batonhq/baton/signer/chain"
+	"github.com/batonhq/baton/signer/device"
 	"github.com/batonhq/baton/transport"
 )
 
-const initUsage = `Usage: baton init [--data DIR] --new-chain
-       baton init [--data DIR] --from INVITE|FILE|DIR [--chain DID]
-
-Creates this device's data dir (mode 0700) and its keys:
+const initLong = `Creates this device's data dir (mode 0700) and its keys:
 
   identity.key  this device's libp2p key (its peer ID)
   network.key   the private network key every device shares
@@ -28,189 +26,194 @@ Creates this device's data dir (mode 0700) and its keys:
 
 --new-chain makes a new chain key and network key: do this once, on the first device.
 --from takes the network key (and the chain key, if present) from:
-  an invite token (baton1...) printed by ` + "`baton invite`" + ` on a running device,
-  a file holding such a token,
+  a file holding an invite printed by ` + "`baton invite`" + ` on a running device (or - for stdin),
   another device's data dir (or a backup of it) holding network.key and chain.key,
   or a network key file (the chain key is then read from chain.key beside it, else
   --chain DID names the chain and this device verifies but never signs).
-Existing keys are never overwritten.
+An expired invite is refused before anything is written. Existing keys are never
+overwritten. Most new devices skip init: ` + "`baton join --invite-file F`" + ` initializes too.`
 
-Examples:
-  baton init --data ~/.baton --new-chain
-  baton init --data /tmp/b2 --from "$(cat invite.txt)"
-  baton init --data /tmp/b2 --from /tmp/b1
-`
+const initExample = `  baton init --data ~/.baton --new-chain
+  baton init --data /tmp/b2 --from invite.txt
+  baton init --data /tmp/b2 --from - < invite.txt
+  baton init --data /tmp/b2 --from /tmp/b1`
 
-func cmdInit(ctx context.Context, c *cli, args []string) error {
-	fs := c.flagSet("init", initUsage)
+func (c *cli) initCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "init (--new-chain | --from INVITE-FILE|-|DIR|KEY-FILE) [--data DIR]",
+		Short:   "create this device's keys in a data dir (a new chain, or from an invite)",
+		Long:    initLong,
+		Example: initExample,
+		Args:    noArgs,
+	}
+	fs := cmd.Flags()
 	data := dataFlag(fs)
 	newChain := fs.Bool("new-chain", false, "create a new chain key and network key (first device only)")
-	from := fs.String("from", "", "take the keys from an invite token, an invite file, a data dir or a network key file")
+	from := fs.String("from", "", "take the keys from an invite `file` (- for stdin), a data dir or a network key file")
 	chainDID := fs.String("chain", "", "the chain's did:key, when --from gives only a network key")
-	if err := c.parseNoArgs(fs, args); err != nil {
-		return err
-	}
-	if *newChain == (*from != "") {
-		return usagef("give exactly one of --new-chain or --from")
-	}
-	if *chainDID != "" && *newChain {
-		return usagef("--chain goes with --from, not --new-chain")
-	}
-	var k keys
-	var inv *invite
-	if *newChain {
-		key, err := chain.GenerateKey(nil)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if *newChain == (*from != "") {
+			return usagef("give exactly one of --new-chain or --from")
+		}
+		if *chainDID != "" && *newChain {
+			return usagef("--chain goes with --from, not --new-chain")
+		}
+		var k device.Keys
+		if *newChain {
+			var err error
+			if k, err = device.NewChainKeys(); err != nil {
+				return err
+			}
+		} else {
+			var err error
+			if k, err = c.keysFrom(*from, *chainDID); err != nil {
+				return err
+			}
+		}
+		d, err := device.Create(*data, k)
 		if err != nil {
 			return err
 		}
-		psk, err := transport.GeneratePSK()
-		if err != nil {
-			return err
+		w := c.stdout
+		fmt.Fprintf(w, "initialized %s\n", *data)
+		fmt.Fprintf(w, "  device (peer ID): %s\n", d.ID)
+		fmt.Fprintf(w, "  chain:            %s\n", d.Chain)
+		if d.Key == nil {
+			fmt.Fprintf(w, "  chain key:        none (this device verifies and replicates but never signs)\n")
 		}
-		k = keys{psk: psk, chain: key.DID(), key: key, first: true}
-	} else {
-		var err error
-		k, inv, err = keysFrom(*from, *chainDID)
-		if err != nil {
-			return err
+		fmt.Fprintln(w, "next:")
+		if d.Founder {
+			fmt.Fprintf(w, "  baton run --data %s                          # bootstraps the cluster on its first run\n", *data)
+			fmt.Fprintf(w, "  baton invite --data %s --with-chain-key > invite.txt   # in another terminal: an invite for the next device\n", *data)
+		} else {
+			fmt.Fprintf(w, "  baton join --data %s --invite-file invite.txt   # invite.txt from `baton invite` on a running device\n", *data)
 		}
+		return nil
 	}
-	id, err := writeDevice(*data, k)
-	if err != nil {
-		return err
-	}
-	w := c.stdout
-	fmt.Fprintf(w, "initialized %s\n", *data)
-	fmt.Fprintf(w, "  device (peer ID): %s\n", id)
-	fmt.Fprintf(w, "  chain:            %s\n", k.chain)
-	if k.key == nil {
-		fmt.Fprintf(w, "  chain key:        none (this device verifies and replicates but never signs)\n")
-	}
-	fmt.Fprintln(w, "next:")
-	switch {
-	case k.first:
-		fmt.Fprintf(w, "  baton run --data %s --listen /ip4/0.0.0.0/tcp/7420     # bootstraps the cluster on its first run\n", *data)
-		fmt.Fprintf(w, "  baton invite --data %s --with-chain-key                # in another terminal: an invite for the next device\n", *data)
-	case inv != nil:
-		if inv.expired(time.Now()) {
-			fmt.Fprintf(w, "  (the invite expired at %s: ask for a new one for `baton join`)\n", inv.exp.Format(time.RFC3339))
-		}
-		fmt.Fprintf(w, "  baton join --data %s --listen /ip4/0.0.0.0/tcp/7420 INVITE\n", *data)
-	default:
-		fmt.Fprintf(w, "  baton join --data %s --listen /ip4/0.0.0.0/tcp/7420 INVITE   # INVITE from `baton invite` on a running device\n", *data)
-	}
-	return nil
+	return cmd
 }
 
-// keysFrom reads keys from an invite token, an invite file, a data dir or a network
-// key file.
-func keysFrom(from, chain string) (keys, *invite, error) {
-	if looksLikeInvite(from) {
-		return keysFromInvite(from, chain)
+// keysFrom reads keys from an invite file (or stdin), a data dir or a network key
+// file. An expired invite is refused here, before anything is written.
+func (c *cli) keysFrom(from, did string) (device.Keys, error) {
+	if device.LooksLikeInvite(from) {
+		inv, err := device.ParseInvite(from)
+		if err != nil {
+			return device.Keys{}, usagef("--from: %v", err)
+		}
+		fmt.Fprintln(c.stderr, "warning: an invite in argv is visible to other users of this machine (ps, shell history): use --from FILE or --from - next time")
+		return keysFromInvite(inv, did)
+	}
+	if from == "-" {
+		inv, err := device.ReadInvite(c.stdin, "stdin")
+		if err != nil {
+			return device.Keys{}, err
+		}
+		return keysFromInvite(inv, did)
 	}
 	st, err := os.Stat(from)
 	if err != nil {
-		return keys{}, nil, fmt.Errorf("--from %s: neither an invite (baton1...) nor a readable file or dir: %w", from, err)
+		return device.Keys{}, fmt.Errorf("--from %s: not a readable file or dir: %w", from, err)
 	}
 	if st.IsDir() {
-		return keysFromDir(from, chain)
+		psk, err := transport.ReadPSKFile(filepath.Join(from, device.NetworkKeyFile))
+		if err != nil {
+			return device.Keys{}, fmt.Errorf("--from %s: %w", from, err)
+		}
+		k, err := chainBeside(from, did)
+		k.PSK = psk
+		return k, err
 	}
-	b, err := readSmall(from, maxInviteLen)
+	b, err := device.ReadSmall(from, device.MaxInviteLen)
 	if err != nil {
-		return keys{}, nil, fmt.Errorf("--from: %w", err)
+		return device.Keys{}, fmt.Errorf("--from: %w", err)
 	}
-	if looksLikeInvite(string(b)) {
-		return keysFromInvite(string(b), chain)
+	if device.LooksLikeInvite(string(b)) {
+		inv, err := device.ParseInvite(string(b))
+		if err != nil {
+			return device.Keys{}, err
+		}
+		return keysFromInvite(inv, did)
 	}
 	psk, err := transport.ReadPSKFile(from)
 	if err != nil {
-		return keys{}, nil, fmt.Errorf("--from %s: not an invite and not a network key file: %w", from, err)
+		return device.Keys{}, fmt.Errorf("--from %s: not an invite and not a network key file: %w", from, err)
 	}
-	k, err := chainBeside(filepath.Dir(from), chain)
-	if err != nil {
-		return keys{}, nil, err
-	}
-	k.psk = psk
-	return k, nil, nil
+	k, err := chainBeside(filepath.Dir(from), did)
+	k.PSK = psk
+	return k, err
 }
 
-func keysFromInvite(s, chain string) (keys, *invite, error) {
-	inv, err := decodeInvite(s)
-	if err != nil {
-		return keys{}, nil, err
+func keysFromInvite(inv *device.Invite, did string) (device.Keys, error) {
+	if did != "" && did != inv.Chain {
+		return device.Keys{}, fmt.Errorf("--chain %s, but the invite is for %s", did, inv.Chain)
 	}
-	if chain != "" && chain != inv.chain {
-		return keys{}, nil, fmt.Errorf("--chain %s, but the invite is for %s", chain, inv.chain)
+	if err := inv.CheckFresh(time.Now()); err != nil {
+		return device.Keys{}, err
 	}
-	return keys{psk: inv.psk, chain: inv.chain, key: inv.key}, inv, nil
-}
-
-func keysFromDir(dir, chain string) (keys, *invite, error) {
-	psk, err := transport.ReadPSKFile(filepath.Join(dir, networkKeyFile))
-	if err != nil {
-		return keys{}, nil, fmt.Errorf("--from %s: %w", dir, err)
-	}
-	k, err := chainBeside(dir, chain)
-	if err != nil {
-		return keys{}, nil, err
-	}
-	k.psk = psk
-	return k, nil, nil
+	return inv.Keys(), nil
 }
 
 // chainBeside finds the chain key (chain.key) or at least the chain (device.json, or
 // --chain) in dir.
-func chainBeside(dir, did string) (keys, error) {
-	key, err := chain.LoadKey(filepath.Join(dir, chainKeyFile))
+func chainBeside(dir, did string) (device.Keys, error) {
+	key, err := chain.LoadKey(filepath.Join(dir, device.ChainKeyFile))
 	switch {
 	case err == nil:
 		if did != "" && did != key.DID() {
-			return keys{}, fmt.Errorf("--chain %s, but %s holds the key of %s", did, filepath.Join(dir, chainKeyFile), key.DID())
+			return device.Keys{}, fmt.Errorf("--chain %s, but %s holds the key of %s", did, filepath.Join(dir, device.ChainKeyFile), key.DID())
 		}
-		return keys{chain: key.DID(), key: key}, nil
+		return device.Keys{Chain: key.DID(), Key: key}, nil
 	case !errors.Is(err, fs.ErrNotExist):
-		return keys{}, err
+		return device.Keys{}, err
 	}
 	if did == "" {
-		if raw, err := readSmall(filepath.Join(dir, deviceFile), 4096); err == nil {
-			var doc deviceDoc
+		if raw, err := device.ReadSmall(filepath.Join(dir, device.DeviceFile), 4096); err == nil {
+			var doc device.Doc
 			if json.Unmarshal(raw, &doc) == nil {
 				did = doc.Chain
 			}
 		}
 	}
 	if did == "" {
-		return keys{}, fmt.Errorf("no %s in %s: give the chain's did:key with --chain (this device will then verify but never sign)", chainKeyFile, dir)
+		return device.Keys{}, fmt.Errorf("no %s in %s: give the chain's did:key with --chain (this device will then verify but never sign)", device.ChainKeyFile, dir)
 	}
 	if _, err := chain.ParseDID(did); err != nil {
-		return keys{}, usagef("--chain: %v", err)
+		return device.Keys{}, usagef("--chain: %v", err)
 	}
-	return keys{chain: did}, nil
+	return device.Keys{Chain: did}, nil
 }
 
-// chainKeySeed reads the seed of a chain key file (format of chain.SaveKey), after
-// chain.LoadKey has validated it.
-func chainKeySeed(path string) ([]byte, error) {
-	k, err := chain.LoadKey(path)
-	if err != nil {
-		return nil, err
+// readInviteArg reads an invite from --invite-file (a path, or - for stdin), or, for
+// compatibility, from an argument (with a warning: argv is visible to every user).
+func (c *cli) readInviteArg(file string, args []string) (*device.Invite, error) {
+	switch {
+	case file != "" && len(args) > 0:
+		return nil, usagef("give the invite with --invite-file or as an argument, not both")
+	case file == "-":
+		inv, err := device.ReadInvite(c.stdin, "stdin")
+		if err != nil {
+			return nil, usagef("%v", err)
+		}
+		return inv, nil
+	case file != "":
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, usagef("--invite-file: %v", err)
+		}
+		defer f.Close()
+		inv, err := device.ReadInvite(io.Reader(f), file)
+		if err != nil {
+			return nil, usagef("%v", err)
+		}
+		return inv, nil
+	case len(args) == 1:
+		inv, err := device.ParseInvite(args[0])
+		if err != nil {
+			return nil, usagef("%v", err)
+		}
+		fmt.Fprintln(c.stderr, "warning: an invite in argv is visible to other users of this machine (ps, shell history): use --invite-file FILE or --invite-file - next time")
+		return inv, nil
 	}
-	raw, err := readSmall(path, 4096)
-	if err != nil {
-		return nil, err
-	}
-	var doc struct {
-		Seed string `json:"seed"`
-	}
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		return nil, err
-	}
-	seed, err := base64.StdEncoding.DecodeString(strings.TrimSpace(doc.Seed))
-	if err != nil {
-		return nil, err
-	}
-	if again, err := chain.NewEd25519KeyFromSeed(seed); err != nil || again.DID() != k.DID() {
-		return nil, fmt.Errorf("%s: seed does not match its did", path)
-	}
-	return seed, nil
+	return nil, usagef("want the invite: --invite-file FILE, or --invite-file - to read it from stdin")
 }

@@ -1,55 +1,57 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
-	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/internal/wait"
 	"github.com/batonhq/baton/signer/api"
+	"github.com/batonhq/baton/signer/device"
 	"github.com/batonhq/baton/signer/node"
 	"github.com/batonhq/baton/transport"
 )
 
-const runUsage = `Usage: baton run [--data DIR] [--listen ADDR,...] [--ttl D] [--tick D] [flags]
-
-Runs this device's node in the foreground until SIGINT/SIGTERM: the libp2p host, the
+const runLong = `Runs this device's node in the foreground until SIGINT/SIGTERM: the libp2p host, the
 Raft intent log, the lease, the signer loop (when this device holds the chain key) and
 the local API on DIR/baton.sock. Logs go to stderr. The first signal stops gracefully
 (a held lease is released, so another device takes over at once); a second aborts.
+When this device leaves the cluster (` + "`baton leave`" + `) or another member removes it, the
+node stops and the command exits with a message saying so; a data dir that left does
+not run again.
 
 The device made with ` + "`init --new-chain`" + ` bootstraps the cluster on its first run.
-Others join once, with ` + "`baton join INVITE`" + ` (or run --join INVITE); after that a plain
-` + "`baton run`" + ` restarts them. Keep a device's --listen addresses stable across restarts:
-the other members remember them.
+Others join once, with ` + "`baton join --invite-file F`" + `; after that a plain ` + "`baton run`" + `
+restarts them. Keep a device's --listen addresses stable across restarts: the other
+members remember them. --metrics-addr serves only GET /metrics and GET /healthz (for
+Prometheus), never the API.`
 
-Examples:
-  baton run --data ~/.baton
+const runExample = `  baton run --data ~/.baton
   baton run --data /tmp/b1 --listen /ip4/127.0.0.1/tcp/7401 --ttl 5s --tick 500ms
-  BATON_DATA=/tmp/b2 BATON_LISTEN=/ip4/127.0.0.1/tcp/7402 baton run --join "$INVITE"
-`
+  baton run --data /tmp/b1 --metrics-addr 127.0.0.1:9420`
 
-const joinUsage = `Usage: baton join [run flags] INVITE
+const joinLong = `Runs the node like ` + "`baton run`" + `, joining the cluster of an invite (from ` + "`baton invite`" + ` on
+a running device) on the first start. If the data dir is not initialized yet, it is
+initialized from the invite first. If the join fails (the invite expired, was refused
+or already used, or the cluster cannot be reached within --join-timeout), everything
+this command wrote in the data dir is removed again: no keys stay behind. On later
+starts the invite is not needed (and may have expired): ` + "`baton run`" + ` restarts the device.
 
-Runs the node like ` + "`baton run`" + `, joining the cluster of INVITE (from ` + "`baton invite`" + ` on a
-running device) on the first start. If the data dir is not initialized yet, it is
-initialized from the invite first (as ` + "`baton init --from INVITE`" + `). On later starts the
-invite is not needed (and may have expired): the device rejoins as a member.
+Read the invite from a file or stdin: an invite passed as an argument is visible to
+other users of the machine (it still works, with a warning).`
 
-Examples:
-  baton join --data /tmp/b2 --listen /ip4/127.0.0.1/tcp/7402 "$(cat invite.txt)"
-`
+const joinExample = `  baton join --data /tmp/b2 --listen /ip4/127.0.0.1/tcp/7402 --invite-file invite.txt
+  ssh b1 baton invite --with-chain-key | baton join --invite-file -`
 
 // runFlags are the flags of run and join.
 type runFlags struct {
@@ -57,167 +59,212 @@ type runFlags struct {
 	listen       *string
 	apiAddr      *string
 	apiTokenFile *string
+	metricsAddr  *string
 	ttl          *time.Duration
 	tick         *time.Duration
 	bootstrap    *bool
 	newHistory   *bool
 	join         *string
 	joinToken    *string
+	inviteFile   *string
+	joinTimeout  *time.Duration
 	nonvoter     *bool
 	raftTimeout  *time.Duration
 	logLevel     *string
 	logFormat    *string
+	raftLogLevel *string
 }
 
-func addRunFlags(fs *flag.FlagSet, withJoin bool) *runFlags {
+func addRunFlags(fs *pflag.FlagSet, join bool) *runFlags {
 	f := &runFlags{
 		data:         dataFlag(fs),
 		listen:       fs.String("listen", strings.Join(transport.DefaultListenAddrs, ","), "libp2p TCP listen `multiaddrs`, comma-separated"),
 		apiAddr:      fs.String("api-addr", "", "also serve the API on this TCP `host:port` (always with a bearer token)"),
 		apiTokenFile: fs.String("api-token-file", "", "the TCP API's bearer token `file` (default DIR/api.token, created 0600 when missing)"),
+		metricsAddr:  fs.String("metrics-addr", "", "serve only GET /metrics and /healthz on this TCP `host:port` (for Prometheus)"),
 		ttl:          fs.Duration("ttl", node.DefaultNodeTTL, "lease TTL of this device's claims"),
 		tick:         fs.Duration("tick", node.DefaultNodeTick, "signer loop tick (lease renewal cadence)"),
 		bootstrap:    fs.Bool("bootstrap", false, "bootstrap a new cluster on first start (implied for the device made with init --new-chain)"),
 		newHistory:   fs.Bool("start-second-history", false, "with --bootstrap, allow a chain key that already has a history (chain.genesis) to start another one: readers of the first see a fork"),
 		nonvoter:     fs.Bool("nonvoter", false, "join as a non-voter (a replica that does not count for quorum)"),
+		joinTimeout:  fs.Duration("join-timeout", time.Minute, "how long a first start waits for the cluster to admit this device"),
 		raftTimeout:  fs.Duration("raft-timeout", 0, "Raft heartbeat and election timeout (0: TTL/5 within 1s-5s, which keeps an idle leader's CPU low); lower for tests"),
 		logLevel:     fs.String("log-level", "info", "log `level`: debug, info, warn, error"),
 		logFormat:    fs.String("log-format", "text", "log `format`: text or json"),
+		raftLogLevel: fs.String("raft-log-level", "warn", "least `level` of Raft's own messages: debug, info, warn, error"),
 	}
-	if withJoin {
-		f.join = fs.String("join", "", "join a cluster on first start: an `INVITE`, or member p2p multiaddrs (comma-separated, with --join-token)")
-		f.joinToken = fs.String("join-token", "", "the join window's token (base64url) when --join gives addresses")
-	} else {
+	if join {
+		f.inviteFile = fs.String("invite-file", "", "read the invite from `FILE` (- for stdin)")
 		empty := ""
 		f.join, f.joinToken = &empty, &empty
+	} else {
+		f.join = fs.String("join", "", "join a cluster on first start: member p2p `multiaddrs` (comma-separated, with --join-token)")
+		f.joinToken = fs.String("join-token", "", "the join window's token (base64url or hex) when --join gives addresses")
+		empty := ""
+		f.inviteFile = &empty
 	}
 	return f
 }
 
-func cmdRun(ctx context.Context, c *cli, args []string) error {
-	fs := c.flagSet("run", runUsage)
-	f := addRunFlags(fs, true)
-	if err := c.parseNoArgs(fs, args); err != nil {
-		return err
+func (c *cli) runCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "run [flags]", Short: "run the node in the foreground", Long: runLong, Example: runExample, Args: noArgs}
+	f := addRunFlags(cmd.Flags(), false)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		var inv *device.Invite
+		if device.LooksLikeInvite(*f.join) {
+			var err error
+			if inv, err = c.readInviteArg("", []string{*f.join}); err != nil {
+				return err
+			}
+		}
+		return c.runNode(cmd.Context(), f, inv)
 	}
-	return c.runNode(ctx, f, nil)
+	return cmd
 }
 
-func cmdJoin(ctx context.Context, c *cli, args []string) error {
-	fs := c.flagSet("join", joinUsage)
-	f := addRunFlags(fs, false)
-	if err := c.parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return usagef("want exactly one INVITE argument, got %d", fs.NArg())
-	}
-	inv, err := decodeInvite(fs.Arg(0))
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if !exists(filepath.Join(*f.data, deviceFile)) {
-		id, err := writeDevice(*f.data, keys{psk: inv.psk, chain: inv.chain, key: inv.key})
+func (c *cli) joinCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "join --invite-file FILE|- [run flags]", Short: "run the node, joining a cluster with an invite on first start",
+		Long: joinLong, Example: joinExample,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usagef("want one invite at most, got %d arguments", len(args))
+			}
+			return nil
+		}}
+	f := addRunFlags(cmd.Flags(), true)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		inv, err := c.readInviteArg(*f.inviteFile, args)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(c.stderr, "initialized %s from the invite: device %s, chain %s\n", *f.data, id, inv.chain)
+		return c.runNode(cmd.Context(), f, inv)
 	}
-	return c.runNode(ctx, f, inv)
+	return cmd
 }
 
-// nodeConfig builds the node.Config of a device and its flags.
-func (c *cli) nodeConfig(f *runFlags, inv *invite) (node.Config, *device, error) {
-	d, err := loadDevice(*f.data)
-	if err != nil {
-		return node.Config{}, nil, err
-	}
+// exitRemoved is the exit status of run and join on a device another member removed
+// (now, or before this start): a service manager must not restart it
+// (deploy/systemd: RestartPreventExitStatus=3).
+const exitRemoved = 3
+
+// startPlan is what runNode needs to start a device.
+type startPlan struct {
+	cfg     node.Config
+	dev     *device.Device
+	attempt *device.Attempt // set on a first join: undo it if the start fails
+	logs    *logState
+}
+
+// prepare validates the flags and builds the device's config; nothing is written
+// before every usage check passed.
+func (c *cli) prepare(f *runFlags, inv *device.Invite) (*startPlan, error) {
 	if *f.ttl <= 0 || *f.tick <= 0 {
-		return node.Config{}, nil, usagef("--ttl and --tick must be positive")
+		return nil, usagef("--ttl and --tick must be positive")
 	}
 	if *f.tick >= *f.ttl {
-		return node.Config{}, nil, usagef("--tick (%s) must be well below --ttl (%s)", *f.tick, *f.ttl)
+		return nil, usagef("--tick (%s) must be well below --ttl (%s)", *f.tick, *f.ttl)
 	}
-	logger, err := newLogger(c, *f.logLevel, *f.logFormat)
+	if *f.joinTimeout <= 0 {
+		return nil, usagef("--join-timeout must be positive")
+	}
+	listen := splitList(*f.listen)
+	if len(listen) == 0 {
+		return nil, usagef("--listen is empty")
+	}
+	logger, logs, err := newLogger(c, *f.logLevel, *f.logFormat)
 	if err != nil {
-		return node.Config{}, nil, err
+		return nil, err
 	}
-	cfg := node.Config{
-		DataDir:     d.dir,
-		ListenAddrs: splitList(*f.listen),
-		PSK:         d.psk,
-		Chain:       d.chain,
-		Bootstrap:   *f.bootstrap || d.first,
-		NewHistory:  *f.newHistory,
-		TTL:         *f.ttl,
-		Tick:        *f.tick,
-		Logger:      logger,
+	raftLevel, err := parseLevel("--raft-log-level", *f.raftLogLevel)
+	if err != nil {
+		return nil, err
 	}
-	if d.key != nil {
-		cfg.ChainKey = d.key
+	var seeds []string
+	var token []byte
+	if *f.join != "" && inv == nil {
+		if token, err = decodeToken(*f.joinToken); err != nil {
+			return nil, usagef("--join-token: %v", err)
+		}
+		seeds = splitList(*f.join)
+		if _, err := transport.ParseSeeds(seeds); err != nil {
+			return nil, usagef("--join: %v", err)
+		}
 	}
-	if len(cfg.ListenAddrs) == 0 {
-		return node.Config{}, nil, usagef("--listen is empty")
+	if r, ok, _ := device.ReadRemoved(*f.data); ok {
+		return nil, &exitError{code: exitRemoved, msg: api.Message(device.RemovedError(*f.data, r))}
 	}
+	s := &startPlan{logs: logs}
+	if inv != nil {
+		if s.dev, s.cfg, s.attempt, err = device.PrepareJoin(*f.data, inv, *f.nonvoter, time.Now()); err != nil {
+			return nil, err
+		}
+		if s.cfg.Join == nil {
+			s.attempt = nil // it joined before: nothing of this start is to be undone
+		}
+	} else {
+		if s.dev, err = device.Open(*f.data); err != nil {
+			return nil, err
+		}
+		s.cfg = s.dev.Config()
+		has, err := s.dev.HasState()
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case seeds != nil && !has && s.dev.Founder:
+			return nil, usagef("this device founded its chain (init --new-chain); it bootstraps and cannot join another cluster")
+		case seeds != nil && !has:
+			s.cfg.Bootstrap = false
+			s.cfg.Join = &node.JoinConfig{Seeds: seeds, Token: token, NonVoter: *f.nonvoter}
+		case !has && !s.cfg.Bootstrap && !*f.bootstrap:
+			return nil, usagef("%s has no Raft state: it never joined a cluster, or its raft.db was lost. "+
+				"Join with an invite from a running device (`baton invite` there, `baton join --invite-file F` here); a device that lost raft.db re-joins the same way", s.dev.Dir)
+		}
+		if *f.bootstrap && s.cfg.Join == nil {
+			s.cfg.Bootstrap = true
+		}
+	}
+	s.cfg.ListenAddrs = listen
+	s.cfg.NewHistory = *f.newHistory
+	s.cfg.TTL, s.cfg.Tick = *f.ttl, *f.tick
+	s.cfg.Logger = logger
+	s.cfg.RaftLogLevel = raftLevel
 	if rt := *f.raftTimeout; rt > 0 {
-		cfg.Raft = func(rc *raft.Config) {
+		s.cfg.Raft = func(rc *raft.Config) {
 			rc.HeartbeatTimeout = rt
 			rc.ElectionTimeout = rt
 			rc.LeaderLeaseTimeout = rt / 2
 		}
 	}
-	has, err := intentlog.HasState(d.dir)
-	if err != nil {
-		return node.Config{}, nil, err
-	}
-	fresh := !has
-	switch {
-	case inv == nil && *f.join != "" && looksLikeInvite(*f.join):
-		if inv, err = decodeInvite(*f.join); err != nil {
-			return node.Config{}, nil, usagef("--join: %v", err)
-		}
-	case inv == nil && *f.join != "":
-		tok, err := decodeToken(*f.joinToken)
-		if err != nil {
-			return node.Config{}, nil, usagef("--join-token: %v", err)
-		}
-		seeds := splitList(*f.join)
-		if _, err := transport.ParseSeeds(seeds); err != nil {
-			return node.Config{}, nil, usagef("--join: %v", err)
-		}
-		cfg.Join = &node.JoinConfig{Seeds: seeds, Token: tok, NonVoter: *f.nonvoter}
-	}
-	if inv != nil {
-		if inv.chain != d.chain {
-			return node.Config{}, nil, fmt.Errorf("the invite is for chain %s, but %s serves %s", inv.chain, d.dir, d.chain)
-		}
-		if !bytes.Equal(d.psk, inv.psk) {
-			return node.Config{}, nil, fmt.Errorf("the invite's network key differs from %s", filepath.Join(d.dir, networkKeyFile))
-		}
-		if fresh && inv.expired(time.Now()) {
-			return node.Config{}, nil, fmt.Errorf("the invite expired at %s: ask a running device for a new one (`baton invite`)", inv.exp.Format(time.RFC3339))
-		}
-		cfg.Join = &node.JoinConfig{Seeds: inv.addrs, Token: inv.token, NonVoter: *f.nonvoter}
-	}
-	if cfg.Join != nil && d.first && fresh {
-		return node.Config{}, nil, usagef("this device founded its chain (init --new-chain); it bootstraps and cannot join another cluster")
-	}
-	if cfg.Join != nil {
-		cfg.Bootstrap = false
-	}
-	if fresh && !cfg.Bootstrap && cfg.Join == nil {
-		return node.Config{}, nil, usagef("%s has no Raft state: it never joined a cluster, or its raft.db was lost. "+
-			"Join with an invite from a running device (`baton invite` there, `baton join --invite-file F` here); a device that lost raft.db re-joins the same way", d.dir)
-	}
-	return cfg, d, nil
+	logs.setSelf(s.dev.ID.String())
+	logs.raftLevel = raftLevel
+	return s, nil
 }
 
-func (c *cli) runNode(ctx context.Context, f *runFlags, inv *invite) error {
-	cfg, _, err := c.nodeConfig(f, inv)
+func (c *cli) runNode(ctx context.Context, f *runFlags, inv *device.Invite) (err error) {
+	acfg := api.Config{Addr: *f.apiAddr}
+	if acfg.Addr == "" && *f.apiTokenFile != "" {
+		return usagef("--api-token-file goes with --api-addr")
+	}
+	if *f.apiAddr != "" {
+		if err := (&api.Config{Socket: "x", Addr: *f.apiAddr, Token: strings.Repeat("x", api.MinTokenLen)}).Validate(); err != nil {
+			return usagef("--api-addr: %v", api.Message(err))
+		}
+	}
+	s, err := c.prepare(f, inv)
 	if err != nil {
 		return err
 	}
-	acfg := api.Config{Socket: filepath.Join(cfg.DataDir, api.SocketFile), Addr: *f.apiAddr, Logger: cfg.Logger}
+	cfg, logger := s.cfg, s.cfg.Logger
+	undo := func() {
+		if s.attempt != nil {
+			if uerr := s.attempt.Undo(); uerr != nil {
+				logger.Warn("could not remove what the failed join wrote", "dir", cfg.DataDir, "err", uerr)
+			}
+		}
+	}
+	acfg.Socket = filepath.Join(cfg.DataDir, api.SocketFile)
+	acfg.Logger = logger
 	if acfg.Addr != "" {
 		path := *f.apiTokenFile
 		if path == "" {
@@ -225,58 +272,110 @@ func (c *cli) runNode(ctx context.Context, f *runFlags, inv *invite) error {
 		}
 		tok, created, err := serverToken(path)
 		if err != nil {
+			undo()
 			return fmt.Errorf("api token: %w", err)
 		}
 		if created {
-			cfg.Logger.Info("made a bearer token for the TCP API", "file", path)
+			logger.Info("made a bearer token for the TCP API", "file", path)
 		}
 		acfg.Token = tok
-	} else if *f.apiTokenFile != "" {
-		return usagef("--api-token-file goes with --api-addr")
-	}
-	if err := acfg.Validate(); err != nil {
-		return usagef("--api-addr: %v", err)
 	}
 	unlock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
+		undo()
 		return err
 	}
 	defer unlock()
-	n, err := node.Start(ctx, cfg)
+	startCtx := ctx
+	if cfg.Join != nil {
+		var cancel context.CancelFunc
+		startCtx, cancel = context.WithTimeout(ctx, *f.joinTimeout)
+		defer cancel()
+	}
+	n, err := node.Start(startCtx, cfg)
 	if err != nil {
-		return err
+		unlock()
+		undo()
+		return startError(err, f, cfg, ctx)
 	}
 	srv, err := api.Start(n, acfg)
 	if err != nil {
-		_ = n.Stop(context.Background())
+		_ = n.Kill()
+		unlock()
+		undo()
 		return err
 	}
-	cfg.Logger.Info("baton running", "id", n.ID(), "chain", n.Chain(), "addrs", strings.Join(n.Addrs(), ","),
-		"api", srv.Socket(), "signer", cfg.ChainKey != nil, "version", version())
-	<-ctx.Done()
-	cfg.Logger.Info("stopping: releasing the lease if held (signal again to abort)")
+	var ms *api.MetricsServer
+	if *f.metricsAddr != "" {
+		if ms, err = api.ServeMetrics(n, *f.metricsAddr, logger); err != nil {
+			srv.Close(nil)
+			_ = n.Kill()
+			unlock()
+			undo()
+			return fmt.Errorf("--metrics-addr: %s", api.Message(err))
+		}
+	}
+	attrs := []any{"chain", n.Chain(), "addrs", strings.Join(n.Addrs(), ","), "api_socket", srv.Socket()}
+	if srv.Addr() != "" {
+		attrs = append(attrs, "api_tcp", srv.Addr())
+	}
+	if ms != nil {
+		attrs = append(attrs, "metrics", "http://"+ms.Addr()+"/metrics")
+	}
+	logger.Info("baton running", append(attrs, "node", n.ID(), "signer", cfg.ChainKey != nil, "version", version())...)
+	go func() {
+		// Until this device first sees a leader, "no leader" warnings are expected; so
+		// are those of calls that started before it (they end within a tick).
+		if wait.Until(ctx, "a raft leader", func() bool { return n.State().Raft.Leader != "" }) != nil {
+			return
+		}
+		t := time.NewTimer(cfg.Tick + cfg.Tick/2)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			s.logs.formed.Store(true)
+		case <-ctx.Done():
+		}
+	}()
+	var removed error
+	select {
+	case <-ctx.Done():
+		logger.Info("stopping: releasing the lease if held (signal again to abort)")
+	case <-n.Removed():
+		how, at, _ := n.RemovedHow()
+		r := device.Removal{At: at, How: how}
+		if err := device.MarkRemoved(cfg.DataDir, r); err != nil {
+			logger.Warn("could not record the removal in the data dir", "err", err)
+		}
+		removed = &exitError{code: exitRemoved, msg: api.Message(device.RemovedError(cfg.DataDir, r))}
+		if how == "left" {
+			removed = &exitError{code: 0, msg: fmt.Sprintf("this device left the cluster; the node stopped. %s no longer runs; to take part again, join with a new data dir", cfg.DataDir)}
+		}
+		logger.Info("stopping: this device is no longer a member")
+	}
 	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	ms.Close()
 	srv.Close(stopCtx)
 	if err := n.Stop(stopCtx); err != nil {
 		return fmt.Errorf("stop: %w", err)
 	}
-	return nil
+	return removed
 }
 
-func newLogger(c *cli, level, format string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, usagef("--log-level %q: want debug, info, warn or error", level)
+// startError explains why the node did not start, in one line.
+func startError(err error, f *runFlags, cfg node.Config, ctx context.Context) error {
+	switch {
+	case errors.Is(err, transport.ErrAddrInUse):
+		return fmt.Errorf("--listen %s: the address is already in use (another baton device or another program listens there): give this device its own port", *f.listen)
+	case errors.Is(err, transport.ErrBadToken):
+		return fmt.Errorf("the cluster refused the invite (expired, already used, or its join window closed when the inviting node restarted): ask a running device for a new one (`baton invite`); nothing was kept in %s", cfg.DataDir)
+	case cfg.Join != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, transport.ErrTimeout) || errors.Is(err, transport.ErrNoLeader)):
+		return fmt.Errorf("could not join within --join-timeout %s (are the invite's members running and reachable?): %s; nothing was kept in %s", *f.joinTimeout, api.Message(err), cfg.DataDir)
+	case errors.Is(err, transport.ErrHandshake) || errors.Is(err, transport.ErrUnreachable):
+		return fmt.Errorf("could not reach the cluster: %s", api.Message(err))
 	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(c.stderr, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(c.stderr, opts)), nil
-	}
-	return nil, usagef("--log-format %q: want text or json", format)
+	return errors.New(api.Message(err))
 }
 
 func splitList(s string) []string {
@@ -297,7 +396,7 @@ func exists(path string) bool {
 // decodeToken accepts a join token in base64url (as invites carry it) or hex.
 func decodeToken(s string) ([]byte, error) {
 	if s == "" {
-		return nil, errors.New("required with --join ADDRS (or pass an invite to --join)")
+		return nil, errors.New("required with --join ADDRS")
 	}
 	if b, err := hex.DecodeString(s); err == nil && len(b) > 0 {
 		return b, nil

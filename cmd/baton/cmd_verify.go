@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -12,24 +11,23 @@ import (
 	"io"
 	"os"
 
+	"github.com/spf13/cobra"
+
 	"github.com/batonhq/baton/signer/chain"
+	"github.com/batonhq/baton/signer/device"
 )
 
-const verifyUsage = `Usage: baton verify [--chain DID] [FILE|-]
-
-Verifies an exported chain (NDJSON from ` + "`baton export`" + ` or GET /v1/commits): every
+const verifyLong = `Verifies an exported chain (NDJSON from ` + "`baton export`" + ` or GET /v1/commits): every
 commit decodes canonically, its signature verifies under the chain's did:key, it links
 to the previous commit's hash with seq+1 and its epoch never decreases; each line's
 seq and hash must match its commit. Reads FILE, or stdin when FILE is - or absent.
 --chain defaults to the chain of the device in --data, if that is initialized.
 
-Exit status 0 prints the head (seq, hash); 1 prints the first problem and its seq.
+Exit status 0 prints the head (seq, hash); 1 prints the first problem and its seq.`
 
-Examples:
-  baton export --data /tmp/b1 > chain.ndjson
+const verifyExample = `  baton export --data /tmp/b1 > chain.ndjson
   baton verify --chain did:key:z6Mk... chain.ndjson
-  baton export --data /tmp/b1 | baton verify --data /tmp/b1
-`
+  baton export --data /tmp/b1 | baton verify --data /tmp/b1`
 
 // maxExportLine bounds one NDJSON line (a commit is bounded by the batch limits; this
 // leaves room and still refuses garbage without exhausting memory).
@@ -44,46 +42,49 @@ type exportLine struct {
 	CBOR   string `json:"cbor"`
 }
 
-func cmdVerify(ctx context.Context, c *cli, args []string) error {
-	fs := c.flagSet("verify", verifyUsage)
-	chainDID := fs.String("chain", "", "the chain's did:key")
-	data := dataFlag(fs)
-	if err := c.parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 1 {
-		return usagef("one FILE at most, got %d", fs.NArg())
-	}
-	if *chainDID == "" {
-		d, err := loadDevice(*data)
-		if err != nil {
-			return usagef("--chain DID is required (no initialized device in %s to take it from)", *data)
+func (c *cli) verifyCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "verify [--chain DID] [FILE|-]", Short: "verify an exported chain", Long: verifyLong, Example: verifyExample,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usagef("one FILE at most, got %d", len(args))
+			}
+			return nil
+		}}
+	chainDID := cmd.Flags().String("chain", "", "the chain's did:key (default: the chain of the device in --data)")
+	data := dataFlag(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if *chainDID == "" {
+			d, err := device.Open(*data)
+			if err != nil {
+				return usagef("--chain DID is required (no initialized device in %s to take it from)", *data)
+			}
+			*chainDID = d.Chain
 		}
-		*chainDID = d.chain
-	}
-	if _, err := chain.ParseDID(*chainDID); err != nil {
-		return usagef("--chain: %v", err)
-	}
-	var in io.Reader = c.stdin
-	name := "stdin"
-	if fs.NArg() == 1 && fs.Arg(0) != "-" {
-		f, err := os.Open(fs.Arg(0))
-		if err != nil {
-			return err
+		if _, err := chain.ParseDID(*chainDID); err != nil {
+			return usagef("--chain: %v", err)
 		}
-		defer f.Close()
-		in, name = f, fs.Arg(0)
-	}
-	head, n, err := verifyExport(in, *chainDID)
-	if err != nil {
-		return &exitError{code: 1, msg: fmt.Sprintf("%s: %v", name, err)}
-	}
-	if n == 0 {
-		fmt.Fprintf(c.stdout, "ok: empty chain (0 commits)\n")
+		var in io.Reader = c.stdin
+		name := "stdin"
+		if len(args) == 1 && args[0] != "-" {
+			f, err := os.Open(args[0])
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			in, name = f, args[0]
+		}
+		head, n, err := verifyExport(in, *chainDID)
+		if err != nil {
+			return &exitError{code: 1, msg: fmt.Sprintf("%s: %v", name, err)}
+		}
+		if n == 0 {
+			fmt.Fprintf(c.stdout, "ok: empty chain (0 commits)\n")
+			return nil
+		}
+		fmt.Fprintf(c.stdout, "ok: %d commits, head seq %d hash %s epoch %d\n", n, head.Seq, hex.EncodeToString(head.Hash[:]), head.Epoch)
 		return nil
 	}
-	fmt.Fprintf(c.stdout, "ok: %d commits, head seq %d hash %s epoch %d\n", n, head.Seq, hex.EncodeToString(head.Hash[:]), head.Epoch)
-	return nil
+	return cmd
 }
 
 // verifyExport checks an NDJSON export from seq 1 and returns its head and length.

@@ -36,7 +36,9 @@ func TestMain(m *testing.M) {
 	}
 	batonBin = filepath.Join(dir, "baton")
 	if !testing.Short() {
-		cmd := exec.Command("go", "build", "-o", batonBin, ".")
+		// -buildvcs=auto overrides a GOFLAGS=-buildvcs=false: `baton version` then
+		// names the checkout's revision (TestE2EVersionRevision).
+		cmd := exec.Command("go", "build", "-buildvcs=auto", "-o", batonBin, ".")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "build baton:", err)
@@ -198,7 +200,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() (b
 
 func client(t *testing.T, data string) *api.Client {
 	t.Helper()
-	c, err := api.NewClient(filepath.Join(data, socketFile), "")
+	c, err := api.NewClient(filepath.Join(data, api.SocketFile), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +209,7 @@ func client(t *testing.T, data string) *api.Client {
 }
 
 func state(data string) (node.State, error) {
-	c, err := api.NewClient(filepath.Join(data, socketFile), "")
+	c, err := api.NewClient(filepath.Join(data, api.SocketFile), "")
 	if err != nil {
 		return node.State{}, err
 	}
@@ -282,11 +284,15 @@ func TestE2ECluster(t *testing.T) {
 		if !strings.HasPrefix(invite, "baton1") || strings.Contains(invite, "\n") {
 			t.Fatalf("invite: %q", invite)
 		}
+		invFile := filepath.Join(root, fmt.Sprintf("invite%d", i+1))
+		if err := os.WriteFile(invFile, []byte(invite+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		if i == 1 {
-			mustBin(t, "init", "--data", data[i], "--from", invite)
+			mustBin(t, "init", "--data", data[i], "--from", invFile)
 		}
 		l := freeListen(t)
-		procs[i] = start(t, fmt.Sprintf("b%d", i+1), data[i], l, append([]string{"join", "--data", data[i], "--listen", l}, append(e2eFlags, invite)...)...)
+		procs[i] = start(t, fmt.Sprintf("b%d", i+1), data[i], l, append([]string{"join", "--data", data[i], "--listen", l, "--invite-file", invFile}, e2eFlags...)...)
 		want := i + 1
 		eventually(t, 30*time.Second, fmt.Sprintf("b%d to join", i+1), func() (bool, string) {
 			st, err := state(data[i])
@@ -297,7 +303,8 @@ func TestE2ECluster(t *testing.T) {
 		})
 	}
 	out = mustBin(t, "status", "--data", data[2])
-	for _, want := range []string{`device\s+12D3`, `lease\s+12D3\w+( \(this device\))?, epoch \d+, expires in`, `head\s+(seq \d+|empty chain)`, `members\s+3\n`, `voter, raft leader`, `this device`} {
+	for _, want := range []string{`device\s+12D3`, `lease\s+12D3\w+( \(this device\))?, epoch \d+, (expires in|held by this device)`, `head\s+(seq \d+|empty chain)`,
+		`quorum\s+ok \(`, `members: 3\n`, `voter,leader`, `self`} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}
@@ -500,6 +507,24 @@ func TestE2ECluster(t *testing.T) {
 	if !strings.Contains(out, "left the cluster") {
 		t.Fatalf("leave: %q", out)
 	}
+	// leave stops the node: the process exits by itself, saying so, with status 0.
+	select {
+	case <-procs[leaver].done:
+		if procs[leaver].err != nil || !strings.Contains(procs[leaver].logs(), "this device left the cluster") {
+			t.Fatalf("the node that left: %v\n%s", procs[leaver].err, tail(procs[leaver].logs(), 1000))
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the node that left keeps running")
+	}
+	// Restarted, the departed device refuses at once with a clear message, and its
+	// status says it left.
+	code, _, errs := bin(t, "", append([]string{"run", "--data", data[leaver], "--listen", procs[leaver].listen}, e2eFlags...)...)
+	if code != exitRemoved || !strings.Contains(errs, "left its cluster") || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+		t.Fatalf("restart after leave: %d %q", code, errs)
+	}
+	if code, _, errs := bin(t, "", "status", "--data", data[leaver]); code != 1 || !strings.Contains(errs, "left its cluster") {
+		t.Fatalf("status after leave: %d %q", code, errs)
+	}
 	stay := 3 - h2 - leaver
 	eventually(t, 10*time.Second, "two members after the leave", func() (bool, string) {
 		st, err := state(data[stay])
@@ -553,7 +578,7 @@ func TestE2EClientErrors(t *testing.T) {
 		{[]string{"submit", "--path", "a/b", "--value", "x", "--wait", "forever"}, "--wait"},
 		{[]string{"submit", "--path", "a/b", "--value", "x", "--del"}, "exactly one"},
 		{[]string{"lease"}, "want a subcommand"},
-		{[]string{"lease", "grab"}, "unknown lease subcommand"},
+		{[]string{"lease", "grab"}, "unknown subcommand"},
 		{[]string{"lease", "transfer"}, "--to PEER is required"},
 		{[]string{"lease", "steal"}, "--reason"},
 		{[]string{"invite", "--data", dir, "--ttl", "1s"}, "--ttl"},

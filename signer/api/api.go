@@ -66,9 +66,13 @@ type LeaseEventJSON struct {
 	Event  string `json:"event"`
 	Holder string `json:"holder"`
 	Epoch  uint64 `json:"epoch"`
-	TS     int64  `json:"ts"`
-	Prior  string `json:"prior,omitempty"`
-	Reason string `json:"reason,omitempty"`
+	// TS is the event's own time (unix ms), absent for a release, whose entry carries
+	// none; LeaseTS is the lease record's ts after the event (for a release: the last
+	// renewal's).
+	TS      int64  `json:"ts,omitempty"`
+	LeaseTS int64  `json:"lease_ts"`
+	Prior   string `json:"prior,omitempty"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 // MemberJSON is one Raft member in API answers.
@@ -377,7 +381,8 @@ func (a *Server) routes() {
 	a.route("/v1/lease/release", handlers{http.MethodPost: a.postRelease})
 	a.route("/v1/lease/transfer", handlers{http.MethodPost: a.postTransfer})
 	a.route("/v1/lease/steal", handlers{http.MethodPost: a.postSteal})
-	a.route("/v1/lease/history", handlers{http.MethodGet: a.getHistory})
+	a.routeQ("/v1/lease/history", handlers{http.MethodGet: a.getHistory}, true)
+	a.routeOps() // api_ops.go
 	a.route("/v1/members", handlers{http.MethodGet: a.getMembers, http.MethodPost: a.postMember})
 	a.route("/v1/members/{id}", handlers{http.MethodDelete: a.deleteMember})
 	a.route("/healthz", handlers{http.MethodGet: a.getHealth})
@@ -397,7 +402,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func writeError(w http.ResponseWriter, err error) {
 	code, status := Code(err)
-	writeJSON(w, status, errorJSON{Error: code, Message: err.Error()})
+	writeJSON(w, status, errorJSON{Error: code, Message: Message(err)})
 }
 
 // decodeBody reads a bounded JSON body into v: unknown fields, trailing data and
@@ -642,6 +647,11 @@ func (a *Server) postSteal(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Server) getHistory(w http.ResponseWriter, r *http.Request) {
+	f, err := parseHistoryFilter(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	hist, err := a.n.LeaseHistory()
 	if err != nil {
 		writeError(w, err)
@@ -649,8 +659,9 @@ func (a *Server) getHistory(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]LeaseEventJSON, 0, len(hist))
 	for _, e := range hist {
-		out = append(out, LeaseEventJSON{Index: e.Index, Event: e.Event, Holder: e.Holder, Epoch: e.Epoch,
-			TS: e.TS, Prior: e.Prior, Reason: e.Reason})
+		if j := leaseEventJSON(e); f.keep(j) {
+			out = append(out, j)
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"history": out})
 }

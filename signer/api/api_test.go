@@ -124,7 +124,7 @@ func TestAPI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{"baton_lease_held 1", "baton_raft_state{role=\"Leader\"} 1", "baton_lease_writes_total{kind=\"claim\"}", "baton_intent_signed_seconds_bucket"} {
+		for _, want := range []string{"baton_lease_held 1", "baton_raft_state{role=\"leader\"} 1", "baton_lease_writes_total{kind=\"claim\"}", "baton_intent_signed_seconds_bucket"} {
 			if !strings.Contains(m, want) {
 				t.Errorf("metrics lack %q", want)
 			}
@@ -251,7 +251,7 @@ func TestAPI(t *testing.T) {
 	})
 
 	t.Run("history_and_members", func(t *testing.T) {
-		hist, err := c.LeaseHistory(ctx)
+		hist, err := c.LeaseHistory(ctx, HistoryFilter{})
 		if err != nil || len(hist) == 0 || hist[0].Event != "claim" || hist[0].Holder != n.ID() {
 			t.Fatalf("history: %+v %v", hist, err)
 		}
@@ -352,7 +352,7 @@ func TestAPI(t *testing.T) {
 		if st.Lease.Epoch != epoch+1 || st.Lease.Holder != n.ID() {
 			t.Fatalf("after steal: %+v", st.Lease)
 		}
-		hist, _ := c.LeaseHistory(ctx)
+		hist, _ := c.LeaseHistory(ctx, HistoryFilter{})
 		last := hist[len(hist)-1]
 		if last.Event != "steal" || last.Reason != "drill: operator override" {
 			t.Fatalf("steal in history: %+v", last)

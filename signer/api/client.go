@@ -264,20 +264,16 @@ func (c *Client) Steal(ctx context.Context, reason string) error {
 	return c.call(ctx, http.MethodPost, "/v1/lease/steal", stealRequest{Reason: reason}, nil)
 }
 
-// LeaseHistory returns the lease history, oldest first.
-func (c *Client) LeaseHistory(ctx context.Context) ([]intentlog.LeaseEvent, error) {
+// LeaseHistory returns the lease history, oldest first, filtered by f (GET
+// /v1/lease/history?event=&since=).
+func (c *Client) LeaseHistory(ctx context.Context, f HistoryFilter) ([]LeaseEventJSON, error) {
 	var out struct {
 		History []LeaseEventJSON `json:"history"`
 	}
-	if err := c.call(ctx, http.MethodGet, "/v1/lease/history", nil, &out); err != nil {
+	if err := c.call(ctx, http.MethodGet, "/v1/lease/history"+f.query(), nil, &out); err != nil {
 		return nil, err
 	}
-	evs := make([]intentlog.LeaseEvent, 0, len(out.History))
-	for _, e := range out.History {
-		evs = append(evs, intentlog.LeaseEvent{Index: e.Index, Event: e.Event, Holder: e.Holder, Epoch: e.Epoch,
-			TS: e.TS, Prior: e.Prior, Reason: e.Reason})
-	}
-	return evs, nil
+	return out.History, nil
 }
 
 // Members returns the Raft members.

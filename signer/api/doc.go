@@ -7,7 +7,17 @@
 //	c, err := api.NewClient(dir+"/baton.sock", "") // or "http://127.0.0.1:7421", token
 //	st, err := c.State(ctx)                    // answers in ms, even without quorum
 //
+// Operators' endpoints: GET /v1/peers (every member's reachability, the quorum), GET
+// /v1/lease/watch (NDJSON, one node.LeaseChange per lease change as applied),
+// POST /v1/lease/campaign (wait until this device holds the lease), GET
+// /v1/lease/history?event=&since= (filtered; snake_case). ServeMetrics serves only
+// /metrics and /healthz on its own address (`baton run --metrics-addr`):
+//
+//	ms, err := api.ServeMetrics(n, "127.0.0.1:9420", logger)
+//	defer ms.Close()
+//
 // Errors are {"error": CODE, "message": text}; Code maps an error to its code and HTTP
 // status; the client returns *APIError, which unwraps to package node's sentinels
-// (node.ErrNotHolder, node.ErrNoQuorum, ...).
+// (node.ErrNotHolder, node.ErrNoQuorum, ...). Messages are cleaned by Message: no
+// repeated wrapping prefixes, no package names.
 package api

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/hashicorp/raft"
 
@@ -127,3 +128,44 @@ func (e *APIError) Error() string {
 
 // Unwrap returns the sentinel of e's code (nil for an unknown code).
 func (e *APIError) Unwrap() error { return codeSentinel[e.Code] }
+
+// Message is err's text for people: the wrapping prefixes that repeat ("transfer:
+// transfer: ...") or only name a package ("election: ", "node: ") are dropped, and so
+// is a trailing "context deadline exceeded" that an earlier part already explains.
+func Message(err error) string {
+	if err == nil {
+		return ""
+	}
+	var ae *APIError
+	if errors.As(err, &ae) && ae.Message != "" {
+		return cleanMessage(ae.Message)
+	}
+	return cleanMessage(err.Error())
+}
+
+var packagePrefixes = map[string]bool{"node": true, "election": true, "transport": true, "intentlog": true,
+	"signer": true, "api": true, "raft": true}
+
+func cleanMessage(s string) string {
+	parts := strings.Split(s, ": ")
+	out := make([]string, 0, len(parts))
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		switch {
+		case p == "":
+			continue
+		case packagePrefixes[p] && i < len(parts)-1:
+			continue
+		case len(out) > 0 && out[len(out)-1] == p:
+			continue
+		}
+		out = append(out, p)
+	}
+	if n := len(out); n > 1 && (out[n-1] == "context deadline exceeded" || out[n-1] == "context canceled") {
+		prev := strings.Join(out[:n-1], " ")
+		if strings.Contains(prev, "timed out") || strings.Contains(prev, "no leader") || strings.Contains(prev, "no quorum") || strings.Contains(prev, "timeout") {
+			out = out[:n-1]
+		}
+	}
+	return strings.Join(out, ": ")
+}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -58,6 +59,7 @@ func newMetrics(n *Node) *metrics {
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 	})
 	m.reg.MustRegister(m, m.latency, collectors.NewGoCollector())
+	m.reg.MustRegister(opsCollectors(n)...) // metrics_ops.go
 	return m
 }
 
@@ -79,7 +81,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		if st.Raft.Role == role {
 			v = 1
 		}
-		g(descRole, v, role)
+		g(descRole, v, strings.ToLower(role)) // label values are lower case
 	}
 	g(descTerm, float64(st.Raft.Term))
 	g(descCommitIdx, float64(st.Raft.CommitIndex))

@@ -78,6 +78,10 @@ type Config struct {
 	// Raft optionally adjusts the raft.Config (tests: short election timeouts).
 	// Default: RaftTimeouts(TTL).
 	Raft func(*raft.Config)
+	// RaftLogLevel is the least level of Raft's own messages passed to Logger (as
+	// structured attributes, component=raft). Optional, default DefaultRaftLogLevel
+	// (warn).
+	RaftLogLevel slog.Leveler
 	// Knobs are test hooks (package internal/knobs: only baton's own tests and
 	// simulator can set them); nil has none.
 	Knobs *knobs.Node
@@ -108,6 +112,7 @@ type Node struct {
 	batch    *batcher
 	metrics  *metrics
 	hashes   hashCache // commitHash's cache
+	ops      *opsState // removal, takeover times, start time (ops.go)
 
 	ctx      context.Context // cancelled by Stop/Kill
 	cancel   context.CancelFunc
@@ -143,7 +148,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("start: host: %w", err)
 	}
 	id := host.ID().String()
-	trans, err := host.RaftTransport(transport.RaftTransportConfig{Logger: intentlog.NewHCLogger(cfg.Logger.With("node", shortID(id)))})
+	trans, err := host.RaftTransport(transport.RaftTransportConfig{Logger: newRaftLogger(cfg.Logger.With("node", shortID(id)), cfg.RaftLogLevel)})
 	if err != nil {
 		_ = host.Close()
 		return nil, fmt.Errorf("start: raft transport: %w", err)
@@ -280,7 +285,7 @@ func New(cfg Config, parts Parts) (*Node, error) {
 // run starts them. closeFirst, if set, is closed first on failure and on Kill.
 func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err error) {
 	n := &Node{cfg: cfg, id: parts.ID, logger: cfg.Logger.With("node", shortID(parts.ID)), loopDone: make(chan struct{}),
-		closeNet: closeFirst}
+		closeNet: closeFirst, ops: newOpsState()}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	// Until run starts the loop, stopping it means only marking it done.
 	n.loopStop = func() { close(n.loopDone) }
@@ -300,7 +305,7 @@ func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err er
 		return nil, err
 	}
 	n.log, err = intentlog.Open(intentlog.Config{Dir: cfg.DataDir, LocalID: raft.ServerID(parts.ID),
-		Verify: signer.Verifier(""), Logger: n.logger, Raft: cfg.Raft, Knobs: cfg.intentlogKnobs()}, parts.Raft)
+		Verify: signer.Verifier(""), Logger: n.logger, Raft: withRaftLogger(cfg.Raft, newRaftLogger(n.logger, cfg.RaftLogLevel)), Knobs: cfg.intentlogKnobs()}, parts.Raft)
 	if err != nil {
 		return nil, fmt.Errorf("intent log: %w", err)
 	}
@@ -354,6 +359,11 @@ func (n *Node) run(bootstrapped bool) {
 	go func() {
 		defer n.wg.Done()
 		n.metrics.follow()
+	}()
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.opsLoop()
 	}()
 	loopCtx, loopStop := context.WithCancel(context.Background())
 	n.loopStop = loopStop
@@ -696,9 +706,12 @@ func (n *Node) Leave(ctx context.Context) error {
 	if n.lease.Holds() {
 		_ = n.lease.Release(ctx)
 	}
-	if err := n.cluster.Leave(ctx); err != nil {
+	n.ops.leaving.Store(true)
+	defer n.ops.leaving.Store(false)
+	if err := n.cluster.Leave(ctx); err != nil && !n.leftAnyway() {
 		return fmt.Errorf("leave: %w", err)
 	}
+	n.noteRemoved("left")
 	return nil
 }
 

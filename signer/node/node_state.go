@@ -29,6 +29,15 @@ type State struct {
 	// record it observed (see election.Stats.SkewSuspicions).
 	SuspectedSkew bool   `json:"suspected_skew"`
 	SkewReports   uint64 `json:"skew_reports"`
+	// Quorum: whether this device reaches a Raft quorum, as far as it can tell.
+	Quorum QuorumState `json:"quorum"`
+	// Peers: every member of the Raft configuration with its reachability (Members
+	// is its length).
+	Peers []PeerState `json:"peers,omitempty"`
+	// Removed: this device left or was removed from the cluster (see Node.Removed);
+	// its view of the lease and the chain is no longer kept up to date.
+	Removed    bool   `json:"removed,omitempty"`
+	RemovedHow string `json:"removed_how,omitempty"` // "left" or "removed"
 }
 
 // RaftState is the Raft part of State.
@@ -83,6 +92,7 @@ type LoopSummary struct {
 	LastSigned     uint64    `json:"last_signed"`
 	LastError      string    `json:"last_error,omitempty"`
 	LastErrorAt    time.Time `json:"last_error_at,omitzero"`
+	LastErrorAgeMs int64     `json:"last_error_age_ms,omitempty"` // how long ago LastError happened
 	LeaseClaims    uint64    `json:"lease_claims"`
 	LeaseRenews    uint64    `json:"lease_renews"`
 	LeaseLostRaces uint64    `json:"lease_lost_races"`
@@ -120,6 +130,13 @@ func (n *Node) State() State {
 	if ms, err := n.log.Members(); err == nil {
 		st.Members = len(ms)
 	}
+	if ps, err := n.Peers(); err == nil && ps != nil {
+		st.Peers, st.Members = ps, len(ps) // one source for the count and the list
+	}
+	st.Quorum = n.quorum(st.Peers)
+	if how, _, ok := n.RemovedHow(); ok {
+		st.Removed, st.RemovedHow = true, how
+	}
 	es := n.lease.Stats()
 	st.Loop.LeaseClaims, st.Loop.LeaseRenews, st.Loop.LeaseLostRaces = es.Claims, es.Renews, es.LostRaces
 	st.SkewReports = es.SkewSuspicions
@@ -131,6 +148,9 @@ func (n *Node) State() State {
 		st.Loop.CommitsAccepted, st.Loop.CommitsRejected = ls.CommitsAccepted, ls.CommitsRejected
 		st.Loop.ProposeErrors, st.Loop.LastSigned = ls.ProposeErrors, ls.LastSigned
 		st.Loop.LastError, st.Loop.LastErrorAt = ls.LastError, ls.LastErrorAt
+		if !ls.LastErrorAt.IsZero() {
+			st.Loop.LastErrorAgeMs = max(time.Since(ls.LastErrorAt).Milliseconds(), 1)
+		}
 	}
 	return st
 }

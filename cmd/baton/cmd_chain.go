@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/signer/api"
+	"github.com/batonhq/baton/signer/chain"
+	"github.com/batonhq/baton/signer/device"
+	"github.com/batonhq/baton/signer/node"
+)
+
+const submitLong = `Submits one intent to the node. The id is the idempotency key: submitting the same id
+again returns the original result and changes nothing (default: a random id, printed).
+--wait committed (default) returns once the intent is in the Raft log (it will be
+signed exactly once while a quorum survives); --wait signed returns once the commit that
+contains it is applied on this device (prints its seq and hash). --file - reads stdin.
+Without a quorum nothing can be accepted: the command gives up after --timeout.`
+
+const submitExample = `  baton submit --data /tmp/b1 --path app.bsky.feed.post/1 --value '{"text":"hi"}'
+  baton submit --data /tmp/b1 --id post-2 --path posts/2 --file post.json --wait signed
+  baton submit --data /tmp/b1 --path posts/1 --del`
+
+func (c *cli) submitCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "submit --path COLLECTION/KEY (--value V | --file F | --del) [--wait signed]",
+		Short: "submit one intent (put or delete a record)", Long: submitLong, Example: submitExample, Args: noArgs}
+	fs := cmd.Flags()
+	f := c.addAPIFlags(fs, 15*time.Second, "waiting for the node (no quorum: nothing is accepted)")
+	id := fs.String("id", "", "intent `id` (idempotency key; default random)")
+	path := fs.String("path", "", "record `path` collection/key")
+	value := fs.String("value", "", "the record's new `value`")
+	file := fs.String("file", "", "read the value from `FILE` (- for stdin)")
+	del := fs.Bool("del", false, "delete the record")
+	wait := fs.String("wait", "committed", "wait until `committed` (in the Raft log) or signed")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if *path == "" {
+			return usagef("--path is required")
+		}
+		n := 0
+		for _, set := range []bool{*value != "", *file != "", *del} {
+			if set {
+				n++
+			}
+		}
+		if n != 1 {
+			return usagef("give exactly one of --value, --file or --del")
+		}
+		var w node.Wait
+		switch *wait {
+		case "committed":
+			w = node.WaitCommitted
+		case "signed":
+			w = node.WaitSigned
+		default:
+			return usagef("--wait %q: want committed or signed", *wait)
+		}
+		in := intentlog.Intent{ID: *id, Op: intentlog.OpPut, Path: *path, Value: []byte(*value)}
+		switch {
+		case *del:
+			in.Op, in.Value = intentlog.OpDel, nil
+		case *file == "-":
+			b, err := io.ReadAll(io.LimitReader(c.stdin, api.MaxRequestBody+1))
+			if err != nil {
+				return err
+			}
+			in.Value = b
+		case *file != "":
+			b, err := device.ReadSmall(*file, api.MaxRequestBody)
+			if err != nil {
+				return err
+			}
+			in.Value = b
+		}
+		if in.ID == "" {
+			b := make([]byte, 8)
+			_, _ = rand.Read(b)
+			in.ID = "cli-" + hex.EncodeToString(b)
+		}
+		if err := node.ValidateIntent(&in); err != nil {
+			return usagef("%s", api.Message(err))
+		}
+		cl, err := f.client()
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		cctx, cancel := f.ctx(cmd.Context())
+		defer cancel()
+		res, err := cl.Submit(cctx, in, w)
+		if err != nil {
+			// Say why nothing answered: without a quorum nothing can be accepted.
+			sctx, scancel := context.WithTimeout(cmd.Context(), 2*time.Second)
+			st, serr := cl.State(sctx)
+			scancel()
+			if serr == nil && !st.Quorum.OK && errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("intent %s not accepted within --timeout %s: no quorum (this device reaches %d of %d voters, %d needed); retry with --id %s once a majority is back",
+					in.ID, *f.timeout, st.Quorum.Reachable, st.Quorum.Voters, st.Quorum.Needed, in.ID)
+			}
+			if errors.Is(err, node.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("intent %s: %s (it may still be accepted: submit again with --id %s to learn its outcome)", in.ID, describe(f.apiErr(err)), in.ID)
+			}
+			return fmt.Errorf("intent %s: %w", in.ID, f.apiErr(err))
+		}
+		if *asJSON {
+			return json.NewEncoder(c.stdout).Encode(res)
+		}
+		dup := ""
+		if res.Duplicate {
+			dup = " (duplicate: the original result)"
+		}
+		if res.Seq > 0 {
+			fmt.Fprintf(c.stdout, "signed id=%s index=%d seq=%d hash=%s%s\n", res.ID, res.Index, res.Seq, res.Hash, dup)
+		} else {
+			fmt.Fprintf(c.stdout, "committed id=%s index=%d%s\n", res.ID, res.Index, dup)
+		}
+		return nil
+	}
+	return cmd
+}
+
+const tailLong = `Follows the chain: one line per commit as this device applies it (seq, epoch, signer,
+hash, ops), until Ctrl-C. Starts at the current head, or at --from SEQ. --json prints
+the API's NDJSON lines (as ` + "`baton export`" + `).`
+
+const exportLong = `Writes the applied chain from --from (default 1) to the current head as NDJSON, one
+commit a line: {seq, hash (hex), epoch, signer, cbor (base64 of the signed encoding)}.
+Check it anywhere with ` + "`baton verify --chain DID chain.ndjson`" + `.`
+
+func (c *cli) tailCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "tail [--from SEQ] [--json]", Short: "follow commits as they are applied, one line each",
+		Long: tailLong, Example: "  baton tail --data /tmp/b1\n  baton tail --data /tmp/b1 --from 1 --json", Args: noArgs}
+	f := c.addAPIFlags(cmd.Flags(), 0, "")
+	from := cmd.Flags().Uint64("from", 0, "first `seq` (default: the current head)")
+	asJSON := cmd.Flags().Bool("json", false, "print NDJSON lines instead of text")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return c.streamCommits(cmd, f, *from, *asJSON, true)
+	}
+	return cmd
+}
+
+func (c *cli) exportCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "export [--from SEQ] > chain.ndjson", Short: "write the chain as NDJSON (verify it with `baton verify`)",
+		Long: exportLong, Example: "  baton export --data /tmp/b1 > chain.ndjson\n  baton export --data /tmp/b1 | baton verify --data /tmp/b1", Args: noArgs}
+	f := c.addAPIFlags(cmd.Flags(), 10*time.Minute, "the export")
+	from := cmd.Flags().Uint64("from", 0, "first `seq` (default 1)")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return c.streamCommits(cmd, f, *from, true, false)
+	}
+	return cmd
+}
+
+func (c *cli) streamCommits(cmd *cobra.Command, f *apiFlags, from uint64, asJSON, follow bool) error {
+	ctx := cmd.Context()
+	cl, err := f.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	sctx, cancel := f.ctx(ctx)
+	defer cancel()
+	start := from
+	if follow && start == 0 {
+		st, err := cl.State(sctx)
+		if err != nil {
+			return f.apiErr(err)
+		}
+		start = max(st.Head.Seq, 1)
+	}
+	enc := json.NewEncoder(c.stdout)
+	n := 0
+	for ac := range cl.Commits(sctx, start, follow) {
+		if ac.Err != nil {
+			return f.apiErr(ac.Err)
+		}
+		n++
+		if asJSON {
+			if err := enc.Encode(api.CommitJSON{Seq: ac.Seq, Hash: hex.EncodeToString(ac.Hash[:]), Epoch: ac.Epoch, Signer: ac.Signer, CBOR: ac.Raw}); err != nil {
+				return err
+			}
+			continue
+		}
+		fmt.Fprintln(c.stdout, commitLine(ac))
+	}
+	if ctx.Err() != nil && follow {
+		return nil // Ctrl-C ends a tail normally
+	}
+	if !follow && n == 0 && from <= 1 {
+		fmt.Fprintln(c.stderr, "(the chain is empty)")
+	}
+	return f.apiErr(sctx.Err())
+}
+
+func commitLine(ac signer.AppliedCommit) string {
+	c, err := chain.Decode(ac.Raw)
+	if err != nil {
+		return fmt.Sprintf("seq %d  UNDECODABLE: %v", ac.Seq, err)
+	}
+	var paths []string
+	for i, op := range c.Ops {
+		if i == 3 {
+			paths = append(paths, fmt.Sprintf("+%d more", len(c.Ops)-3))
+			break
+		}
+		paths = append(paths, op.Kind.String()+" "+op.Path)
+	}
+	return fmt.Sprintf("%s  seq %-6d epoch %-3d signer %s  hash %x  %d ops: %s",
+		time.UnixMilli(c.Time).Format("15:04:05.000"), c.Seq, c.Epoch, shortPeer(c.Signer), ac.Hash[:6], len(c.Ops), strings.Join(paths, ", "))
+}
+
+// cleanText is api.Message for a string.
+func cleanText(s string) string { return api.Message(fmt.Errorf("%s", s)) }

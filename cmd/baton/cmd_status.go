@@ -1,0 +1,227 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/batonhq/baton/signer/node"
+)
+
+const statusLong = `Shows this device, Raft (role, leader, term, indexes), whether it reaches a quorum,
+the lease (holder, epoch, expires in), the chain head, pending intents, the signer
+loop's last error and how long ago it happened, and every member with its
+reachability and when it was last heard from. Answers even without a quorum (then it
+says so: this device's view of the lease may be stale).`
+
+const statusExample = `  baton status --data /tmp/b1
+  baton status --data /tmp/b1 --json | jq .quorum`
+
+func (c *cli) statusCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "status [--json]", Short: "show this device, Raft, the quorum, the lease, the head and the members",
+		Long: statusLong, Example: statusExample, Args: noArgs}
+	f := c.addAPIFlags(cmd.Flags(), 10*time.Second, "waiting for the node")
+	asJSON := cmd.Flags().Bool("json", false, "print the state as JSON (GET /v1/state)")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		cl, err := f.client()
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		cctx, cancel := f.ctx(cmd.Context())
+		defer cancel()
+		st, err := cl.State(cctx)
+		if err != nil {
+			return f.apiErr(err)
+		}
+		if *asJSON {
+			return printJSON(c.stdout, st)
+		}
+		printStatus(c.stdout, st)
+		return nil
+	}
+	return cmd
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+
+// ago is a duration rounded for people.
+func ago(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return "<1ms"
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+func printStatus(w io.Writer, st node.State) {
+	me := func(id string) string {
+		switch id {
+		case "":
+			return "none"
+		case st.ID:
+			return id + " (this device)"
+		}
+		return id
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "device\t%s\n", st.ID)
+	if st.Removed {
+		how := "was removed from the cluster by another member"
+		if st.RemovedHow == "left" {
+			how = "left the cluster (baton leave)"
+		}
+		fmt.Fprintf(tw, "REMOVED\tthis device %s; it no longer replicates: what follows is its last view\n", how)
+	}
+	if !st.Healthy {
+		fmt.Fprintf(tw, "UNHEALTHY\t%s: this device neither claims nor signs; stop it and run `baton repair --data DIR`, then start it again\n", oneLine(cleanText(st.Problem)))
+	}
+	fmt.Fprintf(tw, "chain\t%s\n", st.Chain)
+	signs := "yes"
+	if !st.Signer {
+		signs = "no (replica without the chain key)"
+	}
+	fmt.Fprintf(tw, "can sign\t%s\n", signs)
+	role := lower(st.Raft.Role)
+	fmt.Fprintf(tw, "raft\t%s, term %d, leader %s\n", role, st.Raft.Term, me(st.Raft.Leader))
+	contact := "never"
+	switch {
+	case st.Raft.Role == "Leader":
+		contact = "- (leader)"
+	case st.Raft.LastContactMs >= 0:
+		contact = ago(ms(st.Raft.LastContactMs)) + " ago"
+	}
+	fmt.Fprintf(tw, "raft index\tcommit %d, applied %d, last %d; leader last heard %s\n", st.Raft.CommitIndex, st.Raft.AppliedIndex, st.Raft.LastIndex, contact)
+	q := st.Quorum
+	switch {
+	case st.Removed:
+		fmt.Fprintf(tw, "quorum\tnone: this device is no longer a member\n")
+	case q.OK && st.Raft.Role == "Leader":
+		fmt.Fprintf(tw, "quorum\tok (%d of %d voters reachable, %d needed)\n", q.Reachable, q.Voters, q.Needed)
+	case q.OK:
+		fmt.Fprintf(tw, "quorum\tok (the leader is heard from; %d voters, %d needed)\n", q.Voters, q.Needed)
+	default:
+		since := ""
+		if q.LeaderlessMs > 0 {
+			since = fmt.Sprintf(" for %s", ago(ms(q.LeaderlessMs)))
+		}
+		fmt.Fprintf(tw, "quorum\tLOST: no Raft leader%s; %d of %d voters reachable, %d needed. Nothing can be submitted or signed until a majority is back\n",
+			since, q.Reachable, q.Voters, q.Needed)
+	}
+	stale := !q.OK || st.Removed
+	switch {
+	case st.Lease.Holder == "" && st.Lease.Epoch == 0:
+		fmt.Fprintf(tw, "lease\tnever held\n")
+	case st.Lease.Holder == "":
+		fmt.Fprintf(tw, "lease\treleased (epoch %d): the next claim wins\n", st.Lease.Epoch)
+	default:
+		exp := ms(st.Lease.ExpiresInMs)
+		state := "expires in " + ago(exp)
+		switch {
+		case st.Lease.HeldByMe:
+			state = "held by this device, may sign for " + ago(exp)
+		case st.Lease.Holder == st.ID && stale:
+			state = "this device's hold lapsed: it cannot renew without a quorum"
+		case st.Lease.Holder == st.ID:
+			state = "named in the record, but this device may not sign now (its hold lapsed, or it awaits a fresh write)"
+		case stale && st.Lease.Free:
+			state = "no renewal seen here for a TTL, but this device's view is stale (no quorum): it may be live"
+		case stale:
+			state += " as last seen here (stale: no quorum)"
+		case st.Lease.Free:
+			state = "lapsed: no renewal for a TTL; a standby claims it"
+		}
+		fmt.Fprintf(tw, "lease\t%s, epoch %d, %s (ttl %s)\n", me(st.Lease.Holder), st.Lease.Epoch, state, ms(st.Lease.TTLMs))
+	}
+	if st.Head.Seq == 0 {
+		fmt.Fprintf(tw, "head\tempty chain\n")
+	} else {
+		fmt.Fprintf(tw, "head\tseq %d, hash %s, epoch %d, signed by %s\n", st.Head.Seq, st.Head.Hash, st.Head.Epoch, me(st.Head.Signer))
+	}
+	fmt.Fprintf(tw, "pending\t%d intents (%d bytes)\n", st.Pending, st.Bytes)
+	if st.Signer {
+		fmt.Fprintf(tw, "signer loop\t%d commits accepted, %d rejected, %d claims, %d renewals\n", st.Loop.CommitsAccepted, st.Loop.CommitsRejected, st.Loop.LeaseClaims, st.Loop.LeaseRenews)
+		if st.Loop.LastError != "" {
+			age := st.Loop.LastErrorAgeMs
+			if age == 0 && !st.Loop.LastErrorAt.IsZero() {
+				age = time.Since(st.Loop.LastErrorAt).Milliseconds()
+			}
+			fmt.Fprintf(tw, "last error\t%s ago: %s\n", ago(ms(age)), oneLine(cleanText(st.Loop.LastError)))
+		}
+	}
+	if st.SuspectedSkew {
+		fmt.Fprintf(tw, "clock\tSUSPECTED SKEW: this device's wall clock disagrees with the lease record (%d reports)\n", st.SkewReports)
+	}
+	tw.Flush()
+	printPeers(w, st, "")
+}
+
+// printPeers writes the members table: one line per member of the list the count
+// comes from.
+func printPeers(w io.Writer, st node.State, indent string) {
+	fmt.Fprintf(w, "members: %d\n", len(st.Peers))
+	if len(st.Peers) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  ID\tROLE\tREACHABLE\tLAST HEARD\tADDRESS\n")
+	for _, p := range st.Peers {
+		role := "voter"
+		if !p.Voter {
+			role = "non-voter"
+		}
+		if p.Leader {
+			role += ",leader"
+		}
+		if p.ID == st.Lease.Holder {
+			role += ",holder"
+		}
+		reach, heard := "no", "never"
+		switch {
+		case p.Self:
+			reach, heard = "self", "-"
+		case p.Reachable:
+			reach = "yes"
+		case p.Unknown:
+			reach = "unknown (not in contact)"
+		case p.Connected:
+			reach = "no (connected, silent)"
+		}
+		if !p.Self && p.LastSeenMs >= 0 {
+			heard = ago(ms(p.LastSeenMs)) + " ago"
+		}
+		if p.StalledMs > 0 {
+			reach += fmt.Sprintf(", writes stalled %s", ago(ms(p.StalledMs)))
+		}
+		addr := "-"
+		if len(p.Addrs) > 0 {
+			addr = p.Addrs[0]
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", p.ID, role, reach, heard, addr)
+	}
+	tw.Flush()
+}
+
+func lower(s string) string {
+	b := []byte(s)
+	for i, ch := range b {
+		if 'A' <= ch && ch <= 'Z' {
+			b[i] = ch + 'a' - 'A'
+		}
+	}
+	return string(b)
+}

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/batonhq/baton/signer/api"
+	"github.com/batonhq/baton/signer/node"
+)
+
+const watchLong = `Prints every lease change as this device applies it, one line each, until Ctrl-C:
+claim, release, transfer, steal (applied lease entries), lost (this device's hold
+ended), lapsed (the holder stopped renewing, as this device sees it), and renewals with
+--renewals. The first line is the lease as it is now ("current"). --json prints the
+API's NDJSON lines (GET /v1/lease/watch).`
+
+func (c *cli) watchCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "watch [--renewals] [--json]", Short: "print every lease change as it is applied",
+		Long: watchLong, Example: "  baton watch --data /tmp/b1\n  baton watch --data /tmp/b1 --json | jq -c .", Args: noArgs}
+	f := c.addAPIFlags(cmd.Flags(), 0, "")
+	renewals := cmd.Flags().Bool("renewals", false, "also print renewals")
+	asJSON := cmd.Flags().Bool("json", false, "print NDJSON lines")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx := cmd.Context()
+		cl, err := f.client()
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		st, err := cl.State(ctx)
+		if err != nil {
+			return f.apiErr(err)
+		}
+		ch, errc := cl.WatchLease(ctx, *renewals)
+		enc := json.NewEncoder(c.stdout)
+		for lc := range ch {
+			if *asJSON {
+				if err := enc.Encode(lc); err != nil {
+					return err
+				}
+				continue
+			}
+			fmt.Fprintln(c.stdout, leaseLine(lc, st.ID))
+		}
+		if err := <-errc; err != nil {
+			return fmt.Errorf("the node stopped answering: %w", f.apiErr(err))
+		}
+		return nil
+	}
+	return cmd
+}
+
+func leaseLine(lc node.LeaseChange, self string) string {
+	who := func(id string) string {
+		switch id {
+		case "":
+			return "nobody"
+		case self:
+			return shortPeer(id) + " (this device)"
+		}
+		return shortPeer(id)
+	}
+	line := fmt.Sprintf("%s  %-8s epoch %-4d holder %s", lc.At.Format("15:04:05.000"), lc.Event, lc.Epoch, who(lc.Holder))
+	if lc.Prior != "" {
+		line += "  (was " + who(lc.Prior) + ")"
+	}
+	return line
+}
+
+const execLong = `Runs CMD while this device holds the lease, as ` + "`consul lock`" + ` and ` + "`etcdctl lock`" + ` do:
+it first waits until this device holds the lease (its signer loop claims a free lease by
+itself; a lease held by another device is waited out, never stolen; --timeout bounds
+the wait), then starts CMD with this command's stdin, stdout and stderr. The moment the
+hold ends (lost, released, transferred, stolen, or this device's may-sign window
+closes without a renewal it has seen, or the node stops answering), CMD gets SIGTERM,
+then SIGKILL after --grace. Exit status: CMD's own when it ends by itself; 1 when the
+hold ended under it; 2 for a usage error.
+
+The lease guards the chain; exec makes it a hint for work that should run on one
+device at a time. Like any lock of this kind it is not a fence: between the hold
+ending and CMD stopping there is a window (up to --grace and the time to notice).`
+
+const execExample = `  baton exec --data /tmp/b1 -- ./publish.sh
+  baton exec --data /tmp/b1 --timeout 1m --grace 5s --release -- backup --once`
+
+func (c *cli) execCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "exec [flags] -- CMD [ARGS...]", Short: "run a command while this device holds the lease",
+		Long: execLong, Example: execExample,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("want a command to run after --")
+			}
+			return nil
+		}}
+	fs := cmd.Flags()
+	f := c.addAPIFlags(fs, 0, "")
+	timeout := fs.Duration("timeout", 0, "give up waiting for the lease after this long (0: wait until Ctrl-C)")
+	grace := fs.Duration("grace", 10*time.Second, "after SIGTERM, how long CMD may take before SIGKILL")
+	release := fs.Bool("release", false, "release the lease when CMD ends by itself")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if *timeout < 0 || *grace < 0 {
+			return usagef("--timeout and --grace must not be negative")
+		}
+		return c.runExec(cmd.Context(), f, *timeout, *grace, *release, args)
+	}
+	return cmd
+}
+
+func (c *cli) runExec(ctx context.Context, f *apiFlags, timeout, grace time.Duration, release bool, args []string) error {
+	cl, err := f.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	wctx, cancel := ctx, context.CancelFunc(func() {})
+	if timeout > 0 {
+		wctx, cancel = context.WithTimeout(ctx, timeout)
+	}
+	asked := time.Now()
+	lease, err := cl.Campaign(wctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return &exitError{code: 130, msg: "interrupted while waiting for the lease"}
+		}
+		if errors.Is(err, node.ErrTimeout) {
+			return fmt.Errorf("this device did not get the lease within --timeout %s", timeout)
+		}
+		return f.apiErr(err)
+	}
+	// The hold is good until its may-sign window closes, as of when we asked.
+	validUntil := asked.Add(ms(lease.ExpiresInMs))
+
+	hctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	events, errc := cl.WatchLease(hctx, true)
+
+	child := exec.Command(args[0], args[1:]...)
+	child.Stdin, child.Stdout, child.Stderr = c.stdin, c.stdout, c.stderr
+	if err := child.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", args[0], err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- child.Wait() }()
+
+	refresh := time.NewTicker(max(ms(lease.TTLMs)/6, 50*time.Millisecond))
+	defer refresh.Stop()
+	expiry := time.NewTimer(time.Until(validUntil))
+	defer expiry.Stop()
+	extend := func(at time.Time, expiresIn int64) {
+		if t := at.Add(ms(expiresIn)); t.After(validUntil) {
+			validUntil = t
+			expiry.Reset(time.Until(validUntil))
+		}
+	}
+	why := ""
+loop:
+	for {
+		select {
+		case err := <-exited:
+			stopWatch()
+			if release {
+				rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+				if rerr := cl.Release(rctx); rerr != nil {
+					fmt.Fprintf(c.stderr, "baton exec: release after %s: %s\n", args[0], describe(rerr))
+				}
+				rcancel()
+			}
+			return childStatus(args[0], err)
+		case <-ctx.Done():
+			why = "interrupted"
+			break loop
+		case lc, ok := <-events:
+			if !ok {
+				why = "the node stopped answering"
+				if err := <-errc; err != nil {
+					why += " (" + describe(err) + ")"
+				}
+				break loop
+			}
+			if !lc.HeldByMe || lc.Event == "lost" {
+				why = fmt.Sprintf("the lease hold ended (%s, epoch %d, holder %s)", lc.Event, lc.Epoch, orNone(shortPeer(lc.Holder)))
+				break loop
+			}
+			extend(lc.At, lc.ExpiresInMs)
+		case <-refresh.C:
+			at := time.Now()
+			sctx, scancel := context.WithTimeout(ctx, time.Until(validUntil))
+			st, err := cl.State(sctx)
+			scancel()
+			if err == nil && st.Lease.HeldByMe {
+				extend(at, st.Lease.ExpiresInMs)
+			} else if err == nil {
+				why = "the lease hold ended (this device no longer holds it)"
+				break loop
+			}
+		case <-expiry.C:
+			if time.Now().Before(validUntil) {
+				expiry.Reset(time.Until(validUntil))
+				continue
+			}
+			why = "the may-sign window closed without a renewal seen"
+			break loop
+		}
+	}
+	stopChild(child, exited, grace)
+	if why == "interrupted" {
+		return &exitError{code: 130, msg: fmt.Sprintf("interrupted: stopped %s", args[0])}
+	}
+	return fmt.Errorf("%s: stopped %s", why, args[0])
+}
+
+// stopChild sends SIGTERM, then SIGKILL after grace, and waits for the child.
+func stopChild(child *exec.Cmd, exited <-chan error, grace time.Duration) {
+	_ = child.Process.Signal(syscall.SIGTERM)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-exited:
+		return
+	case <-t.C:
+	}
+	_ = child.Process.Signal(os.Kill)
+	<-exited
+}
+
+// childStatus passes the child's exit status on.
+func childStatus(name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if code := ee.ExitCode(); code >= 0 {
+			return &exitError{code: code}
+		}
+		return &exitError{code: 1, msg: fmt.Sprintf("%s: %v", name, err)}
+	}
+	return fmt.Errorf("%s: %w", name, err)
+}
+
+var _ = api.MaxCampaignWait

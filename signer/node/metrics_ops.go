@@ -1,0 +1,73 @@
+package node
+
+import (
+	"runtime/debug"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Operator metrics beyond the core's: build info, the process collector, lease expiry
+// and holder, quorum and per-peer reachability, the takeover histogram.
+var (
+	descBuild       = prometheus.NewDesc("baton_build_info", "The running binary: module version, VCS revision and Go version (always 1).", []string{"version", "revision", "goversion"}, nil)
+	descExpires     = prometheus.NewDesc("baton_lease_expires_in_seconds", "When the lease ends as this device's policy sees it (another holder's: when this device may claim it; its own: when its may-sign window closes); 0 when free or lapsed.", nil, nil)
+	descHolder      = prometheus.NewDesc("baton_lease_holder", "The lease holder as this device sees it (1 for the holder's peer ID; no series when free).", []string{"holder"}, nil)
+	descFree        = prometheus.NewDesc("baton_lease_free", "1 when the lease is free (released, never held, or lapsed) as this device sees it.", nil, nil)
+	descQuorum      = prometheus.NewDesc("baton_raft_quorum", "1 when this device reaches a Raft quorum (it leads, or hears from a leader).", nil, nil)
+	descVoters      = prometheus.NewDesc("baton_raft_voters", "Voters in the Raft configuration.", nil, nil)
+	descReachVoters = prometheus.NewDesc("baton_raft_reachable_voters", "Voters this device reaches (itself included).", nil, nil)
+	descPeerUp      = prometheus.NewDesc("baton_peer_reachable", "1 when the member is reachable from this device (see PeerState.Reachable).", []string{"peer"}, nil)
+	descPeerSeen    = prometheus.NewDesc("baton_peer_last_seen_seconds", "Seconds since a message from the member was last received (no series when never).", []string{"peer"}, nil)
+	descRemoved     = prometheus.NewDesc("baton_removed", "1 once this device left or was removed from its cluster.", nil, nil)
+)
+
+type opsCollector struct{ n *Node }
+
+func opsCollectors(n *Node) []prometheus.Collector {
+	return []prometheus.Collector{opsCollector{n}, n.ops.takeover,
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
+}
+
+func (o opsCollector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(o, ch) }
+
+func (o opsCollector) Collect(ch chan<- prometheus.Metric) {
+	g := func(d *prometheus.Desc, v float64, lv ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
+	}
+	b := func(x bool) float64 {
+		if x {
+			return 1
+		}
+		return 0
+	}
+	version, revision, gov := "(devel)", "", ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		gov = bi.GoVersion
+		if bi.Main.Version != "" {
+			version = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				revision = s.Value
+			}
+		}
+	}
+	g(descBuild, 1, version, revision, gov)
+	st := o.n.State()
+	g(descExpires, float64(st.Lease.ExpiresInMs)/1000)
+	if st.Lease.Holder != "" {
+		g(descHolder, 1, st.Lease.Holder)
+	}
+	g(descFree, b(st.Lease.Free))
+	g(descQuorum, b(st.Quorum.OK))
+	g(descVoters, float64(st.Quorum.Voters))
+	g(descReachVoters, float64(st.Quorum.Reachable))
+	for _, p := range st.Peers {
+		g(descPeerUp, b(p.Reachable), p.ID)
+		if p.LastSeenMs >= 0 {
+			g(descPeerSeen, float64(p.LastSeenMs)/1000, p.ID)
+		}
+	}
+	g(descRemoved, b(st.Removed))
+}

@@ -1,0 +1,149 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/internal/testutil"
+)
+
+func TestCampaignWatchPeers(t *testing.T) {
+	cfg := nodeConfig(t, t.TempDir(), testutil.PSK(t), testutil.Key(t, 1))
+	cfg.Bootstrap = true
+	n := startNode(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	hc, err := n.Campaign(ctx)
+	if err != nil || hc.Err() != nil || !n.Holds() {
+		t.Fatalf("campaign: %v %v holds=%v", err, hc, n.Holds())
+	}
+	ps, err := n.Peers()
+	if err != nil || len(ps) != 1 || !ps[0].Self || !ps[0].Reachable || !ps[0].Voter || !ps[0].Leader {
+		t.Fatalf("peers: %+v %v", ps, err)
+	}
+	st := n.State()
+	if !st.Quorum.OK || st.Quorum.Voters != 1 || st.Quorum.Needed != 1 || st.Members != len(st.Peers) {
+		t.Fatalf("quorum: %+v members %d peers %d", st.Quorum, st.Members, len(st.Peers))
+	}
+
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	ch := n.WatchLease(wctx, false)
+	first := <-ch
+	if first.Event != "current" || first.Holder != n.ID() || !first.HeldByMe {
+		t.Fatalf("first event: %+v", first)
+	}
+	if err := n.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for !(seen["release"] && seen["lost"] && seen["claim"]) {
+		select {
+		case e, ok := <-ch:
+			if !ok {
+				t.Fatal("watch closed")
+			}
+			if e.Event == "renew" {
+				t.Fatal("a renewal without renewals")
+			}
+			seen[e.Event] = true
+		case <-ctx.Done():
+			t.Fatalf("watch saw only %v (want release, lost, then a new claim)", seen)
+		}
+	}
+	// A removed-free node has no removal.
+	if _, _, ok := n.RemovedHow(); ok || n.State().Removed {
+		t.Fatal("removed without a leave")
+	}
+	// A replica without the chain key never holds: Campaign says so at once.
+	rcfg := nodeConfig(t, t.TempDir(), testutil.PSK(t), nil)
+	rcfg.Chain = testutil.Key(t, 1).DID()
+	r := startNode(t, rcfg)
+	if _, err := r.Campaign(ctx); !errors.Is(err, ErrConflict) {
+		t.Fatalf("campaign on a replica: %v", err)
+	}
+}
+
+// capture records what a logger writes.
+type capture struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (c *capture) Enabled(context.Context, slog.Level) bool { return true }
+func (c *capture) Handle(_ context.Context, r slog.Record) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.recs = append(c.recs, r.Clone())
+	return nil
+}
+func (c *capture) WithAttrs(as []slog.Attr) slog.Handler { return &withAttrs{c, as} }
+func (c *capture) WithGroup(string) slog.Handler         { return c }
+
+type withAttrs struct {
+	*capture
+	as []slog.Attr
+}
+
+func (w *withAttrs) Handle(ctx context.Context, r slog.Record) error {
+	r = r.Clone()
+	r.AddAttrs(w.as...)
+	return w.capture.Handle(ctx, r)
+}
+
+func attrs(r slog.Record) map[string]any {
+	m := map[string]any{}
+	r.Attrs(func(a slog.Attr) bool { m[a.Key] = a.Value.Any(); return true })
+	return m
+}
+
+// Raft's lines become structured attributes; start-up and shutdown chatter is
+// re-levelled and, below the level, dropped.
+func TestRaftLogger(t *testing.T) {
+	c := &capture{}
+	l := newRaftLogger(slog.New(c), slog.LevelInfo)
+	l.Warn("heartbeat timeout reached, starting election", "last-leader-addr", "", "last-leader-id", "")
+	l.Error("failed to decode incoming command", "error", io.EOF)
+	l.Named("snapshot").With("path", "/x").Info("creating new snapshot", "took", time.Second)
+	l.Error("failed to heartbeat to", "peer", "p1", "error", io.ErrClosedPipe)
+	if l.StandardLogger(nil) == nil || l.StandardWriter(nil) == nil {
+		t.Fatal("no standard logger")
+	}
+	if !l.IsInfo() || l.IsDebug() {
+		t.Fatal("levels")
+	}
+	c.mu.Lock()
+	recs := c.recs
+	c.recs = nil
+	c.mu.Unlock()
+	if len(recs) != 3 {
+		t.Fatalf("%d records, want 3 (the closed-stream decode error is debug)", len(recs))
+	}
+	if r := recs[0]; r.Level != slog.LevelInfo || r.Message != "heartbeat timeout reached, starting election" {
+		t.Errorf("election at start: %v %q", r.Level, r.Message)
+	} else if a := attrs(r); a["component"] != "raft" || a["last_leader_id"] != "" {
+		t.Errorf("attrs %v", a)
+	}
+	if a := attrs(recs[1]); a["raft_logger"] != "snapshot" || a["path"] != "/x" || a["took"] != time.Second {
+		t.Errorf("named/with: %v", a)
+	}
+	if r := recs[2]; r.Level != slog.LevelWarn || !strings.Contains(r.Message, "heartbeat") {
+		t.Errorf("an unreachable peer is a warning: %v %q", r.Level, r.Message)
+	}
+	// At the default level (warn) the election line is dropped.
+	d := newRaftLogger(slog.New(c), nil)
+	d.Warn("heartbeat timeout reached, starting election")
+	d.Info("entering follower state")
+	d.Warn("failed to contact quorum of nodes, stepping down")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.recs) != 1 || c.recs[0].Level != slog.LevelWarn {
+		t.Fatalf("default level: %d records", len(c.recs))
+	}
+}

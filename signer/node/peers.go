@@ -1,0 +1,131 @@
+package node
+
+import (
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// PeerState is one Raft member as this device sees it (State.Peers, GET /v1/peers):
+// whether it is reachable and when it was last heard from.
+type PeerState struct {
+	ID     string   `json:"id"`
+	Voter  bool     `json:"voter"`
+	Leader bool     `json:"leader"` // the Raft leader as known locally
+	Self   bool     `json:"self"`   // this device
+	Addrs  []string `json:"addrs,omitempty"`
+	// Connected: an open libp2p connection to the member now.
+	Connected bool `json:"connected"`
+	// Reachable: heard from within a few heartbeats and not stalled, where this device
+	// expects heartbeats (it leads, or the member does); otherwise (two followers,
+	// which exchange nothing at rest) connected. Unknown marks the latter when not
+	// connected: nothing says whether the member is up.
+	Reachable bool `json:"reachable"`
+	Unknown   bool `json:"reachability_unknown,omitempty"`
+	// LastSeenMs: how long ago a message from the member was last received (-1: never
+	// since this device started; 0 for this device itself).
+	LastSeenMs int64 `json:"last_seen_ms"`
+	// StalledMs: how long the oldest Raft write to the member has been waiting (0: none).
+	StalledMs int64 `json:"stalled_ms,omitempty"`
+}
+
+// QuorumState is whether this device can reach a Raft quorum, as far as it can tell
+// from local state.
+type QuorumState struct {
+	OK     bool `json:"ok"`
+	Voters int  `json:"voters"`
+	// Reachable counts the voters this device knows to be reachable, itself
+	// included; on a follower it knows only itself and the leader.
+	Reachable int `json:"reachable_voters"`
+	Needed    int `json:"needed"` // a majority of the voters
+	// LeaderlessMs: how long this device has had no leader it hears from (0 when it
+	// has one).
+	LeaderlessMs int64 `json:"leaderless_ms,omitempty"`
+}
+
+// raftTimeouts returns Raft's heartbeat and election timeouts.
+func (n *Node) raftTimeouts() (hb, el time.Duration) {
+	rc := n.log.Raft().ReloadableConfig()
+	return rc.HeartbeatTimeout, rc.ElectionTimeout
+}
+
+// Peers returns every member of the Raft configuration with its reachability (nil
+// for a node built by New, which has no libp2p cluster). It reads local state only.
+func (n *Node) Peers() ([]PeerState, error) {
+	if n.cluster == nil {
+		return nil, nil
+	}
+	ps, err := n.cluster.Peers()
+	if err != nil {
+		return nil, err
+	}
+	hb, el := n.raftTimeouts()
+	window := 3 * max(hb, el)
+	selfLeads := n.log.Raft().State() == raft.Leader
+	now := time.Now()
+	out := make([]PeerState, 0, len(ps))
+	for _, p := range ps {
+		s := PeerState{ID: p.ID.String(), Voter: p.Suffrage == raft.Voter, Leader: p.Leader, Self: p.Self,
+			Connected: p.Connected, LastSeenMs: -1, StalledMs: p.Stalled.Milliseconds()}
+		for _, a := range p.Addrs {
+			s.Addrs = append(s.Addrs, a.String())
+		}
+		switch {
+		case p.Self:
+			s.LastSeenMs, s.Reachable = 0, true
+		default:
+			if !p.LastSeen.IsZero() {
+				s.LastSeenMs = now.Sub(p.LastSeen).Milliseconds()
+			}
+			heard := !p.LastSeen.IsZero() && now.Sub(p.LastSeen) < window
+			expect := selfLeads || p.Leader
+			switch {
+			case expect:
+				s.Reachable = heard && p.Stalled < window
+			case p.Connected:
+				s.Reachable = p.Stalled < window
+			default:
+				s.Unknown = true
+			}
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// quorum derives QuorumState from the peers and Raft's view of the leader.
+func (n *Node) quorum(peers []PeerState) QuorumState {
+	var q QuorumState
+	for _, p := range peers {
+		if p.Voter {
+			q.Voters++
+			if p.Reachable {
+				q.Reachable++
+			}
+		}
+	}
+	q.Needed = q.Voters/2 + 1
+	r := n.log.Raft()
+	hb, el := n.raftTimeouts()
+	_, lid := r.LeaderWithID()
+	switch {
+	case r.State() == raft.Leader:
+		q.OK = true
+	case lid != "":
+		lc := r.LastContact()
+		q.OK = !lc.IsZero() && time.Since(lc) < 2*max(hb, el)
+		if !q.OK && !lc.IsZero() {
+			q.LeaderlessMs = time.Since(lc).Milliseconds()
+		}
+	default:
+		if lc := r.LastContact(); !lc.IsZero() {
+			q.LeaderlessMs = time.Since(lc).Milliseconds()
+		} else {
+			q.LeaderlessMs = time.Since(n.ops.started).Milliseconds()
+		}
+	}
+	if q.Voters == 0 { // a node built by New: trust Raft alone
+		q.Needed = 0
+	}
+	return q
+}
