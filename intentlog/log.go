@@ -158,7 +158,7 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 		fsm.Close()
 		return nil, fmt.Errorf("open raft store: %w", err)
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, cfg.SnapshotRetain, hl)
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, cfg.SnapshotRetain, rc.Logger) // cfg.Raft may have given Raft its own logger
 	if err != nil {
 		store.Close()
 		fsm.Close()

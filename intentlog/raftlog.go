@@ -45,14 +45,19 @@ func (l *Log) ForEachEntry(from uint64, fn func(RaftEntry) error) error {
 // ReadRaftLog is ForEachEntry over the Raft log of a device that is not running: it
 // opens dir's raft.db read-only (a running node holds the file's lock; ReadRaftLog
 // then fails after a second rather than wait).
+//
+// A damaged file (truncated, torn pages) is an error wrapping ErrCorrupt, never a
+// panic or a memory fault of the caller.
 func ReadRaftLog(dir string, from uint64, fn func(RaftEntry) error) error {
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, RaftFile),
-		BoltOptions: &bolt.Options{ReadOnly: true, Timeout: time.Second}})
-	if err != nil {
-		return fmt.Errorf("open %s read-only: %w", filepath.Join(dir, RaftFile), err)
-	}
-	defer store.Close()
-	return forEachEntry(store, from, fn)
+	return guarded(func() error {
+		store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, RaftFile),
+			BoltOptions: &bolt.Options{ReadOnly: true, Timeout: time.Second}})
+		if err != nil {
+			return fmt.Errorf("open %s read-only: %w", filepath.Join(dir, RaftFile), err)
+		}
+		defer store.Close()
+		return forEachEntry(store, from, fn)
+	})
 }
 
 // forEachEntry walks s from max(from, first index) to its last index.

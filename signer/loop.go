@@ -268,7 +268,7 @@ func NewLoop(cfg LoopConfig) (*Loop, error) {
 	return &Loop{
 		cfg:        cfg,
 		did:        cfg.Key.DID(),
-		log:        cfg.Logger.With("component", "signer", "self", cfg.Self),
+		log:        cfg.Logger.With("component", "signer"),
 		kickSig:    make(chan struct{}, 1),
 		kickTk:     make(chan struct{}, 1),
 		stats:      LoopStats{Rejections: map[intentlog.Reason]uint64{}},
@@ -379,7 +379,7 @@ func (l *Loop) Run(ctx context.Context) error {
 // leaseLoop calls RenewOrClaim every tick (or at the policy's next deadline when that
 // is sooner), each call bounded by CallTimeout.
 func (l *Loop) leaseLoop(ctx context.Context) {
-	wasHeld := false
+	wasHeld, tickedOK := false, false
 	for {
 		seen := l.cfg.Log.View().Lease // before the tick: a change during it is not lost
 		cctx, cancel := context.WithTimeout(ctx, l.cfg.CallTimeout)
@@ -404,7 +404,15 @@ func (l *Loop) leaseLoop(ctx context.Context) {
 		if err != nil {
 			l.count(func(s *LoopStats) { s.TickErrors++ })
 			l.noteErr(err)
-			l.log.Warn("lease tick failed", "err", err, "holds", held)
+			// Until a first tick succeeds the cluster is still forming (no leader
+			// yet): that is expected, not worth a warning.
+			level := slog.LevelWarn
+			if !tickedOK {
+				level = slog.LevelDebug
+			}
+			l.log.Log(ctx, level, "lease tick failed", "err", err, "holds", held)
+		} else {
+			tickedOK = true
 		}
 		if held != wasHeld {
 			l.log.Info("lease hold changed", "holds", held, "epoch", l.cfg.Lease.Epoch())

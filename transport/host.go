@@ -152,7 +152,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	hst := &Host{h: h, cfg: cfg, log: log.With("self", h.ID().String()), gater: g, book: book, ctx: ctx, cancel: cancel}
+	hst := &Host{h: h, cfg: cfg, log: log.With("node", shortPeer(h.ID().String())), gater: g, book: book, ctx: ctx, cancel: cancel}
 	for p, addrs := range book.all() {
 		h.Peerstore().AddAddrs(p, addrs, peerstore.PermanentAddrTTL)
 	}
@@ -517,4 +517,13 @@ func (h *Host) Close() error {
 		h.wg.Wait()
 	})
 	return h.closeErr
+}
+
+// shortPeer is the short form of a peer ID in logs (its last 8 characters), as the
+// node logs it.
+func shortPeer(id string) string {
+	if len(id) > 8 {
+		return id[len(id)-8:]
+	}
+	return id
 }
