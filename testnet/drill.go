@@ -3,7 +3,7 @@ package testnet
 import (
 	"context"
 	"errors"
-	"flag"
+	flag "github.com/spf13/pflag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -49,7 +49,7 @@ Examples:
 // and the checker found no problem, 1 otherwise, 2 on a usage error.
 func DrillMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("drill", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // errors are printed once, below
 	scenario := fs.String("scenario", "all", "scenario name, a comma-separated list, or all")
 	nodes := fs.Int("nodes", DefaultNodes, "devices (1-7)")
 	ttl := fs.Duration("ttl", DefaultTTL, "lease TTL")
@@ -65,16 +65,18 @@ func DrillMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	verbose := fs.Bool("verbose", false, "node logs to stderr")
 	strict := fs.Bool("strict", false, "known issues (testnet.KnownIssues) fail the drill too")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), drillUsage, strings.Join(ScenarioNames(), ", "), strings.Join(AllScenarios(false), ", "))
+		fmt.Fprintf(stdout, drillUsage, strings.Join(ScenarioNames(), ", "), strings.Join(AllScenarios(false), ", "))
+		fs.SetOutput(stdout)
 		fs.PrintDefaults()
-		fmt.Fprint(fs.Output(), drillExamples)
+		fs.SetOutput(io.Discard)
+		fmt.Fprint(stdout, drillExamples)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
 			fs.Usage()
 			return 0
 		}
+		fmt.Fprintf(stderr, "baton drill: %v (see baton drill --help)\n", err)
 		return 2
 	}
 	if fs.NArg() > 0 {

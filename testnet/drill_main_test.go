@@ -14,8 +14,10 @@ import (
 func TestDrillMainUsage(t *testing.T) {
 	ctx := context.Background()
 	var out, errb bytes.Buffer
-	if code := DrillMain(ctx, []string{"--help"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "kill-holder") {
-		t.Fatalf("--help: code %d, out %q", code, out.String())
+	// Help once, on stdout, flags as --flag; a bad flag is one line on stderr.
+	if code := DrillMain(ctx, []string{"--help"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "kill-holder") ||
+		!strings.Contains(out.String(), "--scenario") || errb.Len() != 0 {
+		t.Fatalf("--help: code %d, out %q, err %q", code, out.String(), errb.String())
 	}
 	for _, args := range [][]string{
 		{"--scenario", "nope"},
@@ -26,7 +28,7 @@ func TestDrillMainUsage(t *testing.T) {
 		{"extra"},
 	} {
 		errb.Reset()
-		if code := DrillMain(ctx, args, &out, &errb); code != 2 || errb.Len() == 0 {
+		if code := DrillMain(ctx, args, &out, &errb); code != 2 || errb.Len() == 0 || strings.Count(errb.String(), "\n") != 1 {
 			t.Errorf("%v: code %d, stderr %q", args, code, errb.String())
 		}
 	}

@@ -3,7 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
-	"flag"
+	flag "github.com/spf13/pflag"
 	"fmt"
 	"io"
 	"os"
@@ -64,7 +64,7 @@ const (
 // run (whatever the figures), 1 when a section failed, 2 on bad flags.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("baton bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // errors are printed once, below
 	quick := fs.Bool("quick", false, "short run (few rounds, short windows) for CI: under two minutes")
 	out := fs.String("out", "", "write the report as JSON to `FILE`")
 	window := fs.Duration("window", 0, "at-rest window (default 2m, 5s with --quick)")
@@ -76,11 +76,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	tick := fs.Duration("tick", 100*time.Millisecond, "signer tick of the baton cluster")
 	dir := fs.String("dir", "", "directory for the data dirs (default: a temporary directory, removed after)")
 	skip := fs.String("skip", "", "comma-separated sections to skip: baseline, load, failover, rest")
-	verbose := fs.Bool("v", false, "print progress to stderr")
+	verbose := fs.BoolP("verbose", "v", false, "print progress to stderr")
 	procs := fs.Bool("procs", false, "also measure at rest over three `baton run` processes of this binary (per-device RSS and CPU)")
 	procsBin := fs.String("baton-bin", "", "with --procs: the baton binary to run (default: this executable)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, `usage: baton bench [flags]
+		fmt.Fprintf(stdout, `Usage: baton bench [flags]
 
 Measures baton on a three-device cluster in this process (real libp2p on 127.0.0.1,
 real bolt files) against three plain hashicorp/raft nodes (raft-boltdb, TCP transport,
@@ -91,12 +91,16 @@ table with baton's figures as ratios to the baseline; --out writes JSON.
 
 Flags:
 `)
+		fs.SetOutput(stdout)
 		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.Usage()
 			return 0
 		}
+		fmt.Fprintf(stderr, "baton bench: %v (see baton bench --help)\n", err)
 		return 2
 	}
 	if fs.NArg() > 0 {

@@ -58,8 +58,13 @@ func TestMainQuick(t *testing.T) {
 
 func TestMainFlags(t *testing.T) {
 	var o, e bytes.Buffer
-	if c := Main(context.Background(), []string{"--help"}, &o, &e); c != 0 || !strings.Contains(e.String(), "usage: baton bench") {
-		t.Fatalf("--help: %d %q", c, e.String())
+	// Help once, on stdout; a bad flag is one line on stderr.
+	if c := Main(context.Background(), []string{"--help"}, &o, &e); c != 0 || !strings.Contains(o.String(), "Usage: baton bench") || e.Len() != 0 {
+		t.Fatalf("--help: %d %q %q", c, o.String(), e.String())
+	}
+	o.Reset()
+	if c := Main(context.Background(), []string{"--bogus"}, &o, &e); c != 2 || o.Len() != 0 || strings.Count(e.String(), "\n") != 1 {
+		t.Fatalf("--bogus: %d %q %q", c, o.String(), e.String())
 	}
 	for _, args := range [][]string{{"--clients", "0"}, {"--skip", "nope"}, {"extra"}, {"--bogus"}} {
 		if c := Main(context.Background(), args, &o, &e); c != 2 {
