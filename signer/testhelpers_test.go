@@ -2,25 +2,12 @@ package signer
 
 import (
 	"errors"
-	"testing"
 
-	"github.com/batonhq/baton/signer/chain"
+	"github.com/batonhq/baton/internal/testutil"
 )
 
-// testKey returns a chain key from a fixed seed (byte i = i + n), so that its bytes
-// and signatures are reproducible.
-func testKey(tb testing.TB, n byte) *chain.Ed25519Key {
-	tb.Helper()
-	seed := make([]byte, 32)
-	for i := range seed {
-		seed[i] = byte(i) + n
-	}
-	k, err := chain.NewEd25519KeyFromSeed(seed)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return k
-}
+// testKey returns a reproducible chain key (testutil.Key).
+var testKey = testutil.Key
 
 // failKey is a chain key whose backend always fails (an unplugged HSM).
 type failKey struct{ did string }
