@@ -32,12 +32,39 @@ type forwardResult struct {
 	Seq       uint64 `json:"seq,omitempty"`
 	Hash      string `json:"hash,omitempty"`
 	Duplicate bool   `json:"dup,omitempty"`
-	// Err is "not_holder" when the holder did not sign it (its hold ended), or
-	// another error text.
+	// Err is one of the forward codes below when the holder did not sign it, with
+	// Msg for bad_request.
 	Err string `json:"err,omitempty"`
+	Msg string `json:"msg,omitempty"`
 }
 
-const errNotHolderText = "not_holder"
+// Forward codes: not_holder (the holder did not take it, or its hold ended before
+// signing it: route again), timeout and stopped (it may still be signed: the outcome
+// is unknown), backlog (retry later), bad_request.
+const (
+	errNotHolderText = "not_holder"
+	errTimeoutText   = "timeout"
+	errStoppedText   = "stopped"
+	errBacklogText   = "backlog"
+	errBadText       = "bad_request"
+)
+
+// forwardErr is the error of a forward result's code.
+func forwardErr(holder string, r forwardResult) error {
+	switch r.Err {
+	case errNotHolderText:
+		return signer.ErrNotHolder
+	case errTimeoutText:
+		return fmt.Errorf("%w: the holder %s had not signed it yet", ErrTimeout, shortID(holder))
+	case errStoppedText:
+		return fmt.Errorf("%w: the holder %s stopped", ErrTimeout, shortID(holder))
+	case errBacklogText:
+		return fmt.Errorf("%w: at the holder %s", ErrBacklog, shortID(holder))
+	case errBadText:
+		return fmt.Errorf("%w: %s", ErrBadRequest, r.Msg)
+	}
+	return fmt.Errorf("%w: holder %s: %s %s", ErrInternal, shortID(holder), r.Err, r.Msg)
+}
 
 // forward sends in to holder and returns its result. It never lets the intent go
 // elsewhere while the holder may still sign it: an answer is the result; a forward
@@ -117,11 +144,8 @@ func (n *Node) forwardResult(holder string, in intentlog.Intent, out []byte) (Su
 		return SubmitResult{}, fmt.Errorf("%w: bad forward answer from %s", ErrInternal, shortID(holder))
 	}
 	r := ans.Results[0]
-	switch {
-	case r.Err == errNotHolderText:
-		return SubmitResult{}, signer.ErrNotHolder
-	case r.Err != "":
-		return SubmitResult{}, fmt.Errorf("holder %s: %s", shortID(holder), r.Err)
+	if r.Err != "" {
+		return SubmitResult{}, forwardErr(holder, r)
 	}
 	return SubmitResult{ID: in.ID, Index: r.Index, Seq: r.Seq, Hash: r.Hash, Duplicate: r.Duplicate}, nil
 }
@@ -146,7 +170,7 @@ func (n *Node) handleCall(ctx context.Context, from string, payload []byte) ([]b
 	tickets := make([]*signer.Ticket, len(ie.Intents))
 	for i, in := range ie.Intents {
 		if err := ValidateIntent(&in); err != nil {
-			ans.Results[i].Err = err.Error()
+			ans.Results[i].Err, ans.Results[i].Msg = errBadText, err.Error()
 			continue
 		}
 		if n.loop == nil {
@@ -157,8 +181,10 @@ func (n *Node) handleCall(ctx context.Context, from string, payload []byte) ([]b
 		switch {
 		case errors.Is(err, signer.ErrNotHolder):
 			ans.Results[i].Err = errNotHolderText
+		case errors.Is(err, signer.ErrBacklog):
+			ans.Results[i].Err = errBacklogText
 		case err != nil:
-			ans.Results[i].Err = err.Error()
+			ans.Results[i].Err, ans.Results[i].Msg = errBadText, err.Error()
 		default:
 			tickets[i] = t
 		}
@@ -170,18 +196,20 @@ func (n *Node) handleCall(ctx context.Context, from string, payload []byte) ([]b
 		select {
 		case <-t.Done():
 		case <-ctx.Done():
-			ans.Results[i].Err = "timeout"
+			ans.Results[i].Err = errTimeoutText
 			continue
 		case <-n.ctx.Done():
-			ans.Results[i].Err = "stopped"
+			ans.Results[i].Err = errStoppedText
 			continue
 		}
 		o := t.Outcome()
 		switch {
 		case errors.Is(o.Err, signer.ErrNotHolder):
 			ans.Results[i].Err = errNotHolderText
+		case errors.Is(o.Err, signer.ErrStopped):
+			ans.Results[i].Err = errStoppedText
 		case o.Err != nil:
-			ans.Results[i].Err = o.Err.Error()
+			ans.Results[i].Err, ans.Results[i].Msg = errBadText, o.Err.Error()
 		default:
 			r := outcomeResult(ie.Intents[i].ID, o)
 			ans.Results[i] = forwardResult{Index: r.Index, Seq: r.Seq, Hash: r.Hash, Duplicate: r.Duplicate}
