@@ -38,6 +38,10 @@ const maxListed = 100
 type DeviceChain struct {
 	Device  string   `json:"device"`
 	Commits [][]byte `json:"-"`
+	// Applied is the Raft index the device had applied before its chain was read:
+	// every entry up to it is in Commits or was refused by the apply. Zero: unknown
+	// (every signed commit is judged against the chain).
+	Applied uint64 `json:"applied,omitempty"`
 }
 
 // Ack is one intent the load generator got acknowledged (202: in the Raft log).
@@ -134,17 +138,21 @@ type CheckResult struct {
 	// From the Raft logs (zero when they were not read): distinct signed commits,
 	// (seq, epoch) pairs with more than one, signed commits not in the applied chain
 	// (in total and by signer), Commit entries that do not verify.
-	RaftRead      bool              `json:"raft_read"`
-	RaftEntries   int               `json:"raft_commit_entries"`
-	RaftUnread    uint64            `json:"raft_unread"`
-	Signed        int               `json:"signed"`
-	Equivocations int               `json:"equivocations"`
-	Refused       int               `json:"refused"`
-	RefusedBy     map[string]int    `json:"refused_by,omitempty"`
-	Unverified    int               `json:"unverified"`
-	RefusedList   []SignedCommit    `json:"refused_list,omitempty"` // up to maxListed
-	Rejections    map[string]uint64 `json:"rejections,omitempty"`
-	refusedAll    []SignedCommit    // every refused commit, for attribution to rounds
+	RaftRead      bool   `json:"raft_read"`
+	RaftEntries   int    `json:"raft_commit_entries"`
+	RaftUnread    uint64 `json:"raft_unread"`
+	Signed        int    `json:"signed"`
+	Equivocations int    `json:"equivocations"`
+	Refused       int    `json:"refused"`
+	// Late counts signed commits at Raft indexes no read chain covered: appended
+	// after the chains were read (the signer went on while the drill collected), so
+	// neither applied nor refused as far as the checker knows.
+	Late        int               `json:"late,omitempty"`
+	RefusedBy   map[string]int    `json:"refused_by,omitempty"`
+	Unverified  int               `json:"unverified"`
+	RefusedList []SignedCommit    `json:"refused_list,omitempty"` // up to maxListed
+	Rejections  map[string]uint64 `json:"rejections,omitempty"`
+	refusedAll  []SignedCommit    // every refused commit, for attribution to rounds
 }
 
 // OK reports whether the checker found no problem.
@@ -288,6 +296,13 @@ func checkSignatures(res *CheckResult, in CheckInput, appliedHash map[uint64]str
 		}
 		return shortID(id)
 	}
+	covered, known := uint64(0), len(in.Devices) > 0
+	for _, d := range in.Devices {
+		if d.Applied == 0 {
+			known = false
+		}
+		covered = max(covered, d.Applied)
+	}
 	type se struct{ seq, epoch uint64 }
 	bySE := map[se][]SignedCommit{}
 	for _, sc := range sg.Commits {
@@ -295,6 +310,10 @@ func checkSignatures(res *CheckResult, in CheckInput, appliedHash map[uint64]str
 		k := se{sc.Seq, sc.Epoch}
 		bySE[k] = append(bySE[k], sc)
 		if appliedHash[sc.Seq] == sc.Hash {
+			continue
+		}
+		if known && sc.Index > covered {
+			res.Late++
 			continue
 		}
 		res.Refused++

@@ -249,3 +249,22 @@ func TestCheckRefusedWithoutEquivocation(t *testing.T) {
 		t.Fatalf("unverified: %d %s", r.Unverified, kinds(r))
 	}
 }
+
+// A commit appended after the chains were read (the signer went on while the drill
+// collected) is neither applied nor refused as far as the chains show: late, not a
+// finding. Once a read chain covers its Raft index, it is judged as before.
+func TestCheckLateSignatureIsNotRefused(t *testing.T) {
+	b, acks := cleanChain(t)
+	h6 := chain.Hash(b.raws[5])
+	late := b.sign(7, h6[:], 1, "peer1", t0, "i12") // Raft index 7 in signaturesOf
+	in := CheckInput{Chain: b.key.DID(), Acked: acks, FaultFree: true,
+		Devices:    []DeviceChain{{Device: "d0", Commits: b.copyRaws(), Applied: 6}},
+		Signatures: signaturesOf(t, b.key.DID(), append(b.copyRaws(), late)...)}
+	if r := Check(in); !r.OK() || r.Late != 1 || r.Refused != 0 {
+		t.Fatalf("applied 6: findings %v late %d refused %d", r.Findings, r.Late, r.Refused)
+	}
+	in.Devices[0].Applied = 7
+	if r := Check(in); r.OK() || r.Late != 0 || r.Refused != 1 || r.Findings[0].Kind != FindingRefused {
+		t.Fatalf("applied 7: findings %v late %d refused %d", r.Findings, r.Late, r.Refused)
+	}
+}

@@ -361,8 +361,9 @@ func (c *Cluster) Chains() ([]DeviceChain, error) {
 		if n == nil {
 			continue
 		}
-		head := n.Log().View().Head.Seq
-		dc := DeviceChain{Device: d.Name}
+		v := n.Log().View()
+		head := v.Head.Seq
+		dc := DeviceChain{Device: d.Name, Applied: v.AppliedIndex}
 		for s := uint64(1); s <= head; s++ {
 			raw, err := n.Log().Commit(s)
 			if err != nil {

@@ -167,8 +167,8 @@ func renderReport(b *strings.Builder, r *Report) {
 	if len(r.Counts.Errors) > 0 {
 		errs = " by error: " + joinCounts(r.Counts.Errors, "%s %d", ", ")
 	}
-	fmt.Fprintf(b, "<div class=\"small\">load: %d submitted, %d acknowledged, %d failed (unacknowledged, allowed)%s, %d resubmitted &middot; chain: %d commits, %d intents</div>\n",
-		r.Counts.Submitted, r.Counts.Acked, r.Counts.Failed, html.EscapeString(errs), r.Counts.Retried, r.Counts.Commits, r.Counts.Intents)
+	fmt.Fprintf(b, "<div class=\"small\">load: %d submitted, %d acknowledged, %d failed (unacknowledged, allowed)%s, %d resubmitted, %d waiting when the load stopped &middot; chain: %d commits, %d intents</div>\n",
+		r.Counts.Submitted, r.Counts.Acked, r.Counts.Failed, html.EscapeString(errs), r.Counts.Retried, r.Counts.Cancelled, r.Counts.Commits, r.Counts.Intents)
 }
 
 // small: one timeline of the whole drill stays readable.

@@ -61,6 +61,7 @@ type Load struct {
 	submitted atomic.Int64
 	failed    atomic.Int64
 	retried   atomic.Int64
+	cancelled atomic.Int64
 	mu        sync.Mutex
 	acks      []Ack
 	fails     []time.Time    // when each failed submission gave up
@@ -159,6 +160,10 @@ func (l *Load) one(ctx context.Context, i int) {
 			return
 		}
 	}
+	if submitted && ctx.Err() != nil {
+		l.cancelled.Add(1) // stopped while waiting: unknown outcome, not an error
+		return
+	}
 	if submitted {
 		l.failed.Add(1)
 		l.mu.Lock()
@@ -190,7 +195,7 @@ func (l *Load) Counts() Counts {
 	acked := len(l.acks)
 	errs := maps.Clone(l.errs)
 	l.mu.Unlock()
-	return Counts{Submitted: int(l.submitted.Load()), Acked: acked, Failed: int(l.failed.Load()), Retried: int(l.retried.Load()), Errors: errs}
+	return Counts{Submitted: int(l.submitted.Load()), Acked: acked, Failed: int(l.failed.Load()), Retried: int(l.retried.Load()), Cancelled: int(l.cancelled.Load()), Errors: errs}
 }
 
 // errorCode names a failed submission's error the way the API does (timeout,

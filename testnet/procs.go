@@ -588,13 +588,16 @@ func (pc *ProcCluster) Collect(ctx context.Context) (CheckInput, error) {
 		}
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		dc := DeviceChain{Device: d.Name}
-		var err error
-		for ac := range c.Commits(cctx, 1, false) {
-			if ac.Err != nil {
-				err = ac.Err
-				break
+		st, err := c.State(cctx)
+		dc.Applied = st.Raft.AppliedIndex
+		if err == nil {
+			for ac := range c.Commits(cctx, 1, false) {
+				if ac.Err != nil {
+					err = ac.Err
+					break
+				}
+				dc.Commits = append(dc.Commits, ac.Raw)
 			}
-			dc.Commits = append(dc.Commits, ac.Raw)
 		}
 		if err == nil {
 			var text string

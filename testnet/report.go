@@ -132,6 +132,9 @@ type Counts struct {
 	Acked     int `json:"acked"`
 	Failed    int `json:"failed"`            // submissions that got an error (not acknowledged: allowed)
 	Retried   int `json:"retried,omitempty"` // resubmissions of a failed id (LoadConfig.Retries)
+	// Cancelled counts submissions still waiting when the generator stopped: their
+	// outcome is unknown to the client (they may be in the chain), not a failure.
+	Cancelled int `json:"cancelled,omitempty"`
 	// Errors counts the failed submissions by the API's error code of their last try.
 	Errors    map[string]int `json:"errors,omitempty"`
 	Commits   int            `json:"commits"`

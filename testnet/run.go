@@ -434,6 +434,7 @@ func RunScenario(ctx context.Context, cfg DrillConfig) (Report, error) {
 		rep.Counts.Acked += c.Acked
 		rep.Counts.Failed += c.Failed
 		rep.Counts.Retried += c.Retried
+		rep.Counts.Cancelled += c.Cancelled
 		for k, v := range c.Errors {
 			if rep.Counts.Errors == nil {
 				rep.Counts.Errors = map[string]int{}
@@ -522,12 +523,19 @@ func (d *Drill) logVerdict(rep *Report) {
 	if len(rep.Counts.Errors) > 0 {
 		failed = " (" + joinCounts(rep.Counts.Errors, "%s %d", ", ") + ")"
 	}
+	if rep.Counts.Cancelled > 0 {
+		failed += fmt.Sprintf(", %d waiting when the load stopped (outcome unknown)", rep.Counts.Cancelled)
+	}
 	d.Logf("load: %d submitted, %d acknowledged, %d failed%s", rep.Counts.Submitted, rep.Counts.Acked, rep.Counts.Failed, failed)
 	d.Logf("%s %s: %d commits, %d intents, %d acked, forks %d, lost %d, duplicates %d, invalid %d, failovers [%s]",
 		verdict, rep.Scenario, c.Commits, c.Intents, c.Acked, c.Forks, c.Lost, c.Dupes, c.Invalid, failoversText(rep, 4))
 	if c.RaftRead {
-		d.Logf("raft logs: %d signed commits (%d commit entries), equivocations %d, signed-but-refused %d%s, unverified %d, unread entries %d",
-			c.Signed, c.RaftEntries, c.Equivocations, c.Refused, refusedByText(c.RefusedBy), c.Unverified, c.RaftUnread)
+		late := ""
+		if c.Late > 0 {
+			late = fmt.Sprintf(", signed after the chains were read %d", c.Late)
+		}
+		d.Logf("raft logs: %d signed commits (%d commit entries), equivocations %d, signed-but-refused %d%s%s, unverified %d, unread entries %d",
+			c.Signed, c.RaftEntries, c.Equivocations, c.Refused, refusedByText(c.RefusedBy), late, c.Unverified, c.RaftUnread)
 	}
 	if len(rep.Rejections) > 0 {
 		d.Logf("fenced by the apply: %s", fmtRejections(rep.Rejections))
