@@ -20,6 +20,7 @@ import (
 	"github.com/batonhq/baton/internal/wait"
 	"github.com/batonhq/baton/signer/api"
 	"github.com/batonhq/baton/signer/node"
+	"github.com/hashicorp/raft"
 )
 
 // DefaultProcsRaftTimeout is the --raft-timeout the processes run with.
@@ -32,7 +33,8 @@ type ProcsConfig struct {
 	Nodes int           // default 3
 	TTL   time.Duration // default 1 s
 	Tick  time.Duration // default 100 ms
-	// RaftTimeout is each process's --raft-timeout (default 300 ms).
+	// RaftTimeout is each process's --raft-timeout (default 300 ms; negative: the
+	// binary's own default, node.RaftTimeouts of the TTL, as production runs).
 	RaftTimeout time.Duration
 	// Dir holds the data dirs and logs (default: a temp dir, removed by Close).
 	Dir string
@@ -41,6 +43,8 @@ type ProcsConfig struct {
 	SampleEvery time.Duration
 	// OnEvent, optional, is called for every timeline event.
 	OnEvent func(Event)
+	// Flags, optional, returns extra flags for slot i's `baton run` or `join`.
+	Flags func(i int) []string
 }
 
 // proc is one `baton run` process of a device.
@@ -148,8 +152,16 @@ func NewProcCluster(cfg ProcsConfig) (*ProcCluster, error) {
 	if cfg.Nodes < 1 || cfg.Nodes > MaxNodes || cfg.Tick <= 0 || cfg.Tick >= cfg.TTL {
 		return nil, fmt.Errorf("%w: nodes %d, tick %s, ttl %s", ErrBadConfig, cfg.Nodes, cfg.Tick, cfg.TTL)
 	}
-	pc := &ProcCluster{cfg: cfg, netBase: newBase(KindProcs, cfg.TTL, cfg.Tick, 2*cfg.RaftTimeout, cfg.OnEvent),
-		flags: []string{"--ttl", cfg.TTL.String(), "--tick", cfg.Tick.String(), "--raft-timeout", cfg.RaftTimeout.String(), "--log-level", "info"}}
+	flags := []string{"--ttl", cfg.TTL.String(), "--tick", cfg.Tick.String(), "--log-level", "info"}
+	raftTimeout := cfg.RaftTimeout
+	if raftTimeout > 0 {
+		flags = append(flags, "--raft-timeout", raftTimeout.String())
+	} else {
+		var rc raft.Config
+		node.RaftTimeouts(cfg.TTL)(&rc)
+		raftTimeout = rc.ElectionTimeout
+	}
+	pc := &ProcCluster{cfg: cfg, netBase: newBase(KindProcs, cfg.TTL, cfg.Tick, 2*raftTimeout, cfg.OnEvent), flags: flags}
 	if pc.cfg.Dir == "" {
 		d, err := os.MkdirTemp("", "baton-procs-")
 		if err != nil {
@@ -346,7 +358,11 @@ func (pc *ProcCluster) spawn(d *Device, verb string, arg ...string) error {
 	if err != nil {
 		return fmt.Errorf("%s log: %w", d.Name, err)
 	}
-	args := append(append([]string{verb, "--data", d.Dir, "--listen", p.listen}, pc.flags...), arg...)
+	args := append([]string{verb, "--data", d.Dir, "--listen", p.listen}, pc.flags...)
+	if pc.cfg.Flags != nil {
+		args = append(args, pc.cfg.Flags(d.Index)...)
+	}
+	args = append(args, arg...)
 	cmd := exec.Command(pc.cfg.Bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {

@@ -60,6 +60,7 @@ type runFlags struct {
 	apiAddr      *string
 	apiTokenFile *string
 	metricsAddr  *string
+	pprofAddr    *string
 	ttl          *time.Duration
 	tick         *time.Duration
 	bootstrap    *bool
@@ -82,6 +83,7 @@ func addRunFlags(fs *pflag.FlagSet, join bool) *runFlags {
 		apiAddr:      fs.String("api-addr", "", "also serve the API on this TCP `host:port` (always with a bearer token)"),
 		apiTokenFile: fs.String("api-token-file", "", "the TCP API's bearer token `file` (default DIR/api.token, created 0600 when missing)"),
 		metricsAddr:  fs.String("metrics-addr", "", "serve only GET /metrics and /healthz on this TCP `host:port` (for Prometheus)"),
+		pprofAddr:    fs.String("pprof-addr", "", "serve Go's profiles (/debug/pprof/) on this loopback `host:port` (debugging; unauthenticated)"),
 		ttl:          fs.Duration("ttl", node.DefaultNodeTTL, "lease TTL of this device's claims"),
 		tick:         fs.Duration("tick", node.DefaultNodeTick, "signer loop tick (lease renewal cadence)"),
 		bootstrap:    fs.Bool("bootstrap", false, "bootstrap a new cluster on first start (implied for the device made with init --new-chain)"),
@@ -314,6 +316,21 @@ func (c *cli) runNode(ctx context.Context, f *runFlags, inv *device.Invite) (err
 			undo()
 			return fmt.Errorf("--metrics-addr: %s", api.Message(err))
 		}
+	}
+	if *f.pprofAddr != "" {
+		paddr, closePprof, err := servePprof(*f.pprofAddr, logger)
+		if err != nil {
+			if ms != nil {
+				ms.Close()
+			}
+			srv.Close(nil)
+			_ = n.Kill()
+			unlock()
+			undo()
+			return err
+		}
+		defer closePprof()
+		logger.Info("profiles served", "pprof", "http://"+paddr+"/debug/pprof/")
 	}
 	attrs := []any{"chain", n.Chain(), "addrs", strings.Join(n.Addrs(), ","), "api_socket", srv.Socket()}
 	if srv.Addr() != "" {

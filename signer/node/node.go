@@ -403,13 +403,24 @@ func (c clusterNet) Close() error { return c.c.Close() }
 // A failover waits a whole TTL for the lease to lapse anyway, and the Raft election
 // after a leader's death runs inside that wait, so longer Raft timeouts cost a
 // failover nothing while they cut the heartbeats (HeartbeatTimeout/10 apart, to each
-// follower) that are most of an idle leader's CPU.
+// follower) that are part of an idle leader's CPU.
+//
+// CommitTimeout is a quarter of that, at most TTL/10 (750 ms at a 15 s TTL), instead
+// of Raft's 50 ms: an idle leader sends every follower an AppendEntries each
+// CommitTimeout (up to twice it), which at 50 ms was most of its idle CPU, seven
+// times its heartbeats (profile in docs/BENCHMARKS.md). It only bounds how late a
+// follower learns the commit index when no entry follows: the entries other devices
+// wait for (claims, releases, transfers, signed commits) are nudged at once
+// (intentlog), and a renewal, proposed with half the TTL left, reaches a standby at
+// most 2*CommitTimeout <= TTL/5 late, well inside that half (a claim against the
+// record it replaced would be refused anyway: claims compare the whole record).
 func RaftTimeouts(ttl time.Duration) func(*raft.Config) {
 	t := min(max(ttl/5, time.Second), 5*time.Second)
 	return func(c *raft.Config) {
 		c.HeartbeatTimeout = t
 		c.ElectionTimeout = t
 		c.LeaderLeaseTimeout = t / 2
+		c.CommitTimeout = max(min(t/4, ttl/10), time.Millisecond)
 	}
 }
 

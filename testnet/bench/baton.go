@@ -2,7 +2,10 @@ package bench
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -47,7 +50,7 @@ func runBaton(ctx context.Context, o Options, dir string, r *Report, fail func(s
 		fail(name, f(sctx, o, c, r))
 	}
 	loads := time.Duration(2*2*len(o.Clients)+1)*o.LoadWindow + 2*time.Minute
-	section(SectionLoad, runLoads, loads)
+	section(SectionLoad, profiled(o, "load.pprof", runLoads), loads)
 	section(SectionFailover, runFailover, time.Duration(o.Rounds)*(3*o.TTL+30*time.Second)+time.Minute)
 	section(SectionRest, runAtRest, o.RestWindow+time.Minute)
 	if o.Procs != "" && !o.Skip[SectionRest] {
@@ -56,5 +59,25 @@ func runBaton(ctx context.Context, o Options, dir string, r *Report, fail func(s
 		pctx, cancel := context.WithTimeout(ctx, o.RestWindow+2*time.Minute)
 		defer cancel()
 		fail("rest (processes)", runAtRestProcs(pctx, o, o.Procs, filepath.Join(dir, "procs"), r))
+	}
+}
+
+// profiled wraps a section in a CPU profile of this process written to
+// o.Profile/name (nothing when o.Profile is empty).
+func profiled(o Options, name string, f func(context.Context, Options, *testnet.Cluster, *Report) error) func(context.Context, Options, *testnet.Cluster, *Report) error {
+	if o.Profile == "" {
+		return f
+	}
+	return func(ctx context.Context, o Options, c *testnet.Cluster, r *Report) error {
+		file, err := os.Create(filepath.Join(o.Profile, name))
+		if err != nil {
+			return err
+		}
+		defer file.Close()
+		if err := pprof.StartCPUProfile(file); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+		return f(ctx, o, c, r)
 	}
 }

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	flag "github.com/spf13/pflag"
 	"io"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	flag "github.com/spf13/pflag"
 )
 
 // Options are the parameters of one run; Main fills them from flags.
@@ -27,6 +28,10 @@ type Options struct {
 	Procs    string
 	Skip     map[string]bool
 	Progress io.Writer // progress lines; nil = none
+	// Profile is a directory for CPU profiles (empty: none): load.pprof of this
+	// process over the load section, rest-dN.pprof of each process over the at-rest
+	// window with --procs (the profiler's own cost is in that run's CPU figures).
+	Profile string
 }
 
 // DefaultOptions are the full run's parameters.
@@ -79,6 +84,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	verbose := fs.BoolP("verbose", "v", false, "print progress to stderr")
 	procs := fs.Bool("procs", false, "also measure at rest over three `baton run` processes of this binary (per-device RSS and CPU)")
 	procsBin := fs.String("baton-bin", "", "with --procs: the baton binary to run (default: this executable)")
+	profile := fs.String("profile", "", "write CPU profiles to `DIR`: load.pprof (this process, the load section) and, with --procs, rest-dN.pprof per process (adds the profiler's cost to the CPU figures)")
 	fs.Usage = func() {
 		fmt.Fprintf(stdout, `Usage: baton bench [flags]
 
@@ -140,6 +146,13 @@ Flags:
 	}
 	if *verbose {
 		o.Progress = stderr
+	}
+	if *profile != "" {
+		if err := os.MkdirAll(*profile, 0o755); err != nil {
+			fmt.Fprintln(stderr, "baton bench: --profile:", err)
+			return 2
+		}
+		o.Profile = *profile
 	}
 	if *procs {
 		o.Procs = *procsBin

@@ -3,6 +3,11 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -19,8 +24,20 @@ import (
 func runAtRestProcs(ctx context.Context, o Options, bin, dir string, r *Report) error {
 	a := &AtRestResult{WindowS: o.RestWindow.Seconds(), PerDevice: true}
 	r.AtRestProcs = a
-	pc, err := testnet.NewProcCluster(testnet.ProcsConfig{Bin: bin, Nodes: 3, TTL: o.TTL, Tick: o.Tick,
-		RaftTimeout: clusterRaftTimeout, Dir: dir, SampleEvery: -1})
+	pcfg := testnet.ProcsConfig{Bin: bin, Nodes: 3, TTL: o.TTL, Tick: o.Tick,
+		RaftTimeout: -1, Dir: dir, SampleEvery: -1} // production: the binary's default Raft timeouts
+	var pprofAddrs []string
+	if o.Profile != "" {
+		for range 3 {
+			addr, err := freeLoopback()
+			if err != nil {
+				return err
+			}
+			pprofAddrs = append(pprofAddrs, addr)
+		}
+		pcfg.Flags = func(i int) []string { return []string{"--pprof-addr", pprofAddrs[i]} }
+	}
+	pc, err := testnet.NewProcCluster(pcfg)
 	if err != nil {
 		return err
 	}
@@ -58,10 +75,21 @@ func runAtRestProcs(ctx context.Context, o Options, bin, dir string, r *Report) 
 		}
 	}
 	t0 := time.Now()
+	profiles := make(chan error, len(pprofAddrs))
+	for i, addr := range pprofAddrs {
+		go func() {
+			profiles <- fetchProfile(ctx, addr, o.RestWindow, filepath.Join(o.Profile, fmt.Sprintf("rest-d%d.pprof", i)))
+		}()
+	}
 	if err := sleepCtx(ctx, o.RestWindow); err != nil {
 		return err
 	}
 	el := time.Since(t0)
+	for range pprofAddrs {
+		if err := <-profiles; err != nil {
+			return err
+		}
+	}
 	for i, d := range devs {
 		rss, cpu, err := pidUsage(pc.Pid(d))
 		if err != nil {
@@ -104,4 +132,41 @@ func dirsBytes(devs []*testnet.Device) int64 {
 // pidUsage reads a process's RSS and CPU time (user+system) from /proc.
 func pidUsage(pid int) (int64, time.Duration, error) {
 	return procUsageAt("/proc/" + strconv.Itoa(pid))
+}
+
+// freeLoopback returns a 127.0.0.1 address with a port free a moment ago.
+func freeLoopback() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// fetchProfile writes a CPU profile of window from a `baton run --pprof-addr addr`
+// to file.
+func fetchProfile(ctx context.Context, addr string, window time.Duration, file string) error {
+	secs := max(int(window/time.Second), 1)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("profile of %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("profile of %s: %s", addr, resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("profile of %s: %w", addr, err)
+	}
+	return f.Close()
 }
