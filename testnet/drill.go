@@ -201,12 +201,26 @@ func writeSummary(w io.Writer, s *Suite) {
 	}
 	writeKinds(w, sum, roundText)
 	verdict := "PASS: no fork, no lost or duplicated intent, every chain valid, no equivocation"
+	// Known findings by kind, counted in full (the findings list stops at maxListed
+	// equivocations).
 	known := map[string]int{}
 	for _, r := range s.Reports {
+		seen := map[string]bool{}
 		for _, f := range r.Check.Findings {
-			if f.Known != "" {
-				known[f.Kind+" ("+f.Known+")"]++
+			if f.Known == "" || seen[f.Kind] {
+				continue
 			}
+			seen[f.Kind] = true
+			n := 0
+			for _, g := range r.Check.Findings {
+				if g.Kind == f.Kind {
+					n++
+				}
+			}
+			if f.Kind == FindingEquivocation {
+				n = r.Check.Equivocations
+			}
+			known[f.Kind+" ("+f.Known+")"] += n
 		}
 	}
 	if len(known) > 0 {
