@@ -12,6 +12,7 @@ import (
 	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/internal/wait"
 	"github.com/batonhq/baton/signer/api"
+	"github.com/batonhq/baton/signer/device"
 	"github.com/batonhq/baton/signer/node"
 	"github.com/batonhq/baton/transport"
 )
@@ -548,8 +549,10 @@ func (b *netBase) follow(ctx context.Context, n *node.Node) {
 // re-add a device that left.
 func wipeState(dir string) error {
 	// snapshots/ is raft's FileSnapshotStore directory inside the data dir.
+	// removed.json too: a device that left refuses to run or join again from the
+	// same data dir; the slot re-joins as a new data dir would, with its keys.
 	for _, f := range []string{intentlog.RaftFile, intentlog.StateFile, intentlog.StateFile + ".unclean", intentlog.CleanFile,
-		"snapshots", transport.AddrBookFile, api.SocketFile} {
+		"snapshots", transport.AddrBookFile, api.SocketFile, device.RemovedFile} {
 		if err := os.RemoveAll(filepath.Join(dir, f)); err != nil {
 			return fmt.Errorf("wipe %s: %w", dir, err)
 		}

@@ -328,7 +328,12 @@ func (pc *ProcCluster) join(ctx context.Context, d *Device, members int) error {
 	if err != nil {
 		return err
 	}
-	if err := pc.spawn(d, "join", strings.TrimSpace(invite)); err != nil {
+	// The invite goes in a file beside the data dir, never in argv (ps shows argv).
+	inviteFile := d.Dir + ".invite"
+	if err := os.WriteFile(inviteFile, []byte(strings.TrimSpace(invite)+"\n"), 0o600); err != nil {
+		return fmt.Errorf("%s invite: %w", d.Name, err)
+	}
+	if err := pc.spawn(d, "join", "--invite-file", inviteFile); err != nil {
 		return err
 	}
 	return pc.until(ctx, d.Name+" to join", func() bool {

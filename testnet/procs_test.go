@@ -39,6 +39,16 @@ func buildBaton(t *testing.T) string {
 }
 
 func runProcsTest(t *testing.T, scenario string) Report {
+	t.Helper()
+	rep := runProcs(t, scenario)
+	if len(rep.Check.Failovers) == 0 {
+		t.Fatalf("procs %s: no failover", scenario)
+	}
+	return rep
+}
+
+func runProcs(t *testing.T, scenario string) Report {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("procs mode builds and runs the binary")
 	}
@@ -58,8 +68,8 @@ func runProcsTest(t *testing.T, scenario string) Report {
 	if rep.Error != "" || !rep.OK || c.Forks+c.Lost+c.Dupes+c.Invalid != 0 {
 		t.Fatalf("procs %s: error %q findings %v", scenario, rep.Error, c.Findings)
 	}
-	if c.Acked == 0 || len(c.Heads) != 3 || len(c.Failovers) == 0 || !rep.Params.Procs {
-		t.Fatalf("procs %s: acked %d heads %v failovers %d", scenario, c.Acked, c.Heads, len(c.Failovers))
+	if c.Acked == 0 || len(c.Heads) != 3 || !rep.Params.Procs {
+		t.Fatalf("procs %s: acked %d heads %v", scenario, c.Acked, c.Heads)
 	}
 	return rep
 }
@@ -78,6 +88,15 @@ func TestProcsKillHolder(t *testing.T) {
 func TestProcsPauseHolder(t *testing.T) {
 	rep := runProcsTest(t, "pause-holder")
 	hasEvent(t, rep, EventPause)
+}
+
+// TestProcsChurn: baton leave, then the slot joins again with its data dir wiped the
+// way an operator re-adds a device (a left device's removed.json refused the join,
+// and the soak's churn rounds failed).
+func TestProcsChurn(t *testing.T) {
+	rep := runProcs(t, "churn")
+	hasEvent(t, rep, EventLeave)
+	hasEvent(t, rep, EventJoin)
 }
 
 func TestProcsUnsupportedScenario(t *testing.T) {

@@ -1,11 +1,13 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/internal/knobs"
 	"github.com/batonhq/baton/internal/testutil"
+	"github.com/batonhq/baton/internal/wait"
 	"github.com/batonhq/baton/signer/chain"
 	"github.com/batonhq/baton/transport"
 )
@@ -603,9 +606,13 @@ func TestNodeStopLeavesNoGoroutines(t *testing.T) {
 		cancel()
 		for range ch {
 		}
-		testutil.WaitFor(t, 5*time.Second, fmt.Sprintf("goroutines back to %d (kill %v)", base, kill), func() bool {
+		if err := wait.For(20*time.Second, fmt.Sprintf("goroutines back to %d (kill %v)", base, kill), func() bool {
 			return runtime.NumGoroutine() <= base
-		})
+		}); err != nil {
+			var buf bytes.Buffer
+			_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
+			t.Fatalf("%v; the goroutines left:\n%s", err, buf.String())
+		}
 	}
 }
 
