@@ -72,8 +72,7 @@ func DrillMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprint(stdout, drillExamples)
 	}
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.Usage()
+		if errors.Is(err, flag.ErrHelp) { // pflag printed the usage already
 			return 0
 		}
 		fmt.Fprintf(stderr, "baton drill: %v (see baton drill --help)\n", err)

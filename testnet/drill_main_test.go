@@ -16,7 +16,7 @@ func TestDrillMainUsage(t *testing.T) {
 	var out, errb bytes.Buffer
 	// Help once, on stdout, flags as --flag; a bad flag is one line on stderr.
 	if code := DrillMain(ctx, []string{"--help"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "kill-holder") ||
-		!strings.Contains(out.String(), "--scenario") || errb.Len() != 0 {
+		!strings.Contains(out.String(), "--scenario") || errb.Len() != 0 || strings.Count(out.String(), "Usage:") != 1 {
 		t.Fatalf("--help: code %d, out %q, err %q", code, out.String(), errb.String())
 	}
 	for _, args := range [][]string{

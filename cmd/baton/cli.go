@@ -171,7 +171,11 @@ func (c *cli) passthrough(name, short string, fn func(context.Context, *cli, []s
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			return fn(ctx, c, args)
+			err := fn(ctx, c, args)
+			if errors.Is(err, pflag.ErrHelp) {
+				return nil // the command printed its help; cobra would print its own after it
+			}
+			return err
 		},
 	}
 }
@@ -294,12 +298,11 @@ func (c *cli) flagSet(name, usage string) *pflag.FlagSet {
 }
 
 // parse applies BATON_<FLAG> environment variables, then the command line (which
-// wins). --help prints usage and returns pflag.ErrHelp; any other problem is a
+// wins). --help prints usage (pflag calls fs.Usage) and returns pflag.ErrHelp; any other problem is a
 // usageError.
 func (c *cli) parse(fs *pflag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			fs.Usage()
+		if errors.Is(err, pflag.ErrHelp) { // pflag printed the usage already
 			return pflag.ErrHelp
 		}
 		return usagef("%v", err)

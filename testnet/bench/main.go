@@ -102,8 +102,7 @@ Flags:
 		fs.SetOutput(io.Discard)
 	}
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.Usage()
+		if errors.Is(err, flag.ErrHelp) { // pflag printed the usage already
 			return 0
 		}
 		fmt.Fprintf(stderr, "baton bench: %v (see baton bench --help)\n", err)
