@@ -149,7 +149,7 @@ func (d *demo) run(ctx context.Context, rate int) (problems []string, err error)
 	if err := c.Kill(holder); err != nil {
 		return nil, err
 	}
-	d.say("the killed holder had signed up to seq %d (%s)", before.Head.Seq, short(before.Head.Hash))
+	d.say("the killed holder had applied up to seq %d (%s); commits it had in flight may still land", before.Head.Seq, short(before.Head.Hash))
 	wctx, cancel := context.WithTimeout(ctx, 4*d.ttl+10*time.Second)
 	next, ep2, err := c.WaitHolder(wctx, epoch, holder)
 	claimed := time.Since(killAt)
@@ -166,6 +166,9 @@ func (d *demo) run(ctx context.Context, rate int) (problems []string, err error)
 	}
 	d.say("TAKEOVER by %s at epoch %d: lease claimed %s and first commit %s after the kill (TTL %s)",
 		next.Label(), ep2, claimed.Round(time.Millisecond), takeover.Round(time.Millisecond), d.ttl)
+	if last := lastOfEpoch(ctx, next, epoch, before.Head.Seq); last > before.Head.Seq {
+		d.say("the killed holder's commits in flight landed up to seq %d; epoch %d continues from there", last, ep2)
+	}
 	if bound := d.ttl + d.tick + 2*testnet.FastRaftTimeout; takeover > bound {
 		problems = append(problems, fmt.Sprintf("takeover took %s, more than TTL + tick + one election (%s)", takeover.Round(time.Millisecond), bound))
 	}
@@ -373,4 +376,23 @@ func shortPeer(id string) string {
 		return "…" + id[len(id)-6:]
 	}
 	return id
+}
+
+// lastOfEpoch is the last seq of epoch in dev's applied chain, reading from seq from
+// (from if none follows it).
+func lastOfEpoch(ctx context.Context, dev *testnet.Device, epoch, from uint64) uint64 {
+	n := dev.Node()
+	if n == nil {
+		return from
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	last := from
+	for ac := range n.Commits(ctx, from+1, false) {
+		if ac.Err != nil || ac.Epoch != epoch {
+			break
+		}
+		last = ac.Seq
+	}
+	return last
 }
