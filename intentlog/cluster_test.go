@@ -543,3 +543,22 @@ func TestFollowersLearnLeaseAndCommitEntriesAtOnce(t *testing.T) {
 		t.Fatal("no nudge after the release")
 	}
 }
+
+// A device restarted more often than Raft's snapshot interval still compacts its log:
+// Open snapshots once the local log is applied if the threshold is reached.
+func TestSnapshotAfterStart(t *testing.T) {
+	c := newCluster(t, 1, func(cfg *Config) { cfg.SnapshotThreshold = 16 })
+	for i := range 40 {
+		c.propose(one(put(fmt.Sprintf("s%d", i), fmt.Sprintf("c/%d", i), "v")))
+	}
+	nd := c.nodes[0]
+	if metas, _ := nd.log.snaps.List(); len(metas) != 0 {
+		t.Fatalf("a snapshot before the restart (interval 1h): %v", metas)
+	}
+	c.stop(0)
+	c.start(0)
+	waitFor(t, "a snapshot after the restart", func() bool {
+		metas, err := nd.log.snaps.List()
+		return err == nil && len(metas) == 1 && metas[0].Index >= 40
+	})
+}
