@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"fmt"
+	"sync"
 )
 
 // Verify decodes raw strictly (see Decode), checks that its chain is chain and that its
@@ -22,6 +23,10 @@ func verifyWith(raw []byte, chain string, pub PublicKey) (Commit, error) {
 	if err != nil {
 		return c, err
 	}
+	return verifyDecoded(c, unsigned, chain, pub)
+}
+
+func verifyDecoded(c Commit, unsigned []byte, chain string, pub PublicKey) (Commit, error) {
 	if c.Chain != chain {
 		return c, &VerifyError{Reason: ReasonWrongChain, Seq: c.Seq, Detail: fmt.Sprintf("chain %q, want %q", abbrev(c.Chain), chain)}
 	}
@@ -48,15 +53,43 @@ func Verifier(chain string) func(raw []byte) (Commit, error) {
 // chain field names (whoever reads it then decides whether that is the right chain:
 // the apply compares it with the genesis DID). Errors are *VerifyError.
 func VerifySelf(raw []byte) (Commit, error) {
-	c, _, err := decode(raw)
+	c, unsigned, err := decode(raw)
 	if err != nil {
 		return c, err
 	}
-	pub, err := ParseDID(c.Chain)
+	pub, err := lastDID.parse(c.Chain)
 	if err != nil {
 		return c, &VerifyError{Reason: ReasonBadChainKey, Seq: c.Seq, Err: err}
 	}
-	return verifyWith(raw, c.Chain, pub)
+	return verifyDecoded(c, unsigned, c.Chain, pub)
+}
+
+// didCache remembers the last did:key parsed (a process verifies one chain's commits,
+// over and over): ParseDID is a multibase decode and a key check per commit.
+type didCache struct {
+	mu  sync.Mutex
+	did string
+	pub PublicKey
+}
+
+var lastDID didCache
+
+func (d *didCache) parse(did string) (PublicKey, error) {
+	d.mu.Lock()
+	if d.pub != nil && d.did == did {
+		pub := d.pub
+		d.mu.Unlock()
+		return pub, nil
+	}
+	d.mu.Unlock()
+	pub, err := ParseDID(did)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	d.did, d.pub = did, pub
+	d.mu.Unlock()
+	return pub, nil
 }
 
 // ChainVerifier checks a chain one commit at a time, in order: each commit must
