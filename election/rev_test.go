@@ -160,3 +160,53 @@ func TestStaleRevRenewalIsNotALostLease(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 }
+
+// A renewal proposed again with the same bytes (the wall clock stepped back, so ts is
+// the record's ts + 1 both times, and the record has not changed) is one write: if the
+// first proposal is the one that lands, late, the hold counts from its proposal, not
+// from the second's. Counting from the second kept a signing for up to the time
+// between them after standbys (which count from their first sight of the record)
+// could claim (the simulator's seed 4634: a late forward of a renewal, duplicated
+// messages and a clock step back).
+func TestRepeatedRenewalCountsFromItsFirstProposal(t *testing.T) {
+	c := newCluster("a")
+	a := newDev(t, c, "a")
+	mustClaim(t, a)
+	a.clk.AdvanceWall(-lTTL) // ts = record ts + 1 for every renewal until the record changes
+	a.log.freeze()
+	a.log.mu.Lock()
+	a.log.gate = make(chan struct{})
+	a.log.mu.Unlock()
+	first := true
+	c.intercept = func(context.Context, string, intentlog.Entry) (bool, error) {
+		if first {
+			first = false
+			return true, context.DeadlineExceeded // the first lands; a never hears back
+		}
+		return false, context.DeadlineExceeded // the second (same bytes) does not
+	}
+	a.clk.Advance(lTTL / 2)
+	if _, err := a.l.Renew(ctxT(t)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("first renewal: %v", err)
+	}
+	second := lTTL / 10
+	a.clk.Advance(second)
+	if _, err := a.l.Renew(ctxT(t)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second renewal: %v", err)
+	}
+	c.intercept = nil
+	// a's replica applies the first renewal.
+	a.log.mu.Lock()
+	a.log.gate = nil
+	a.log.mu.Unlock()
+	a.log.thaw()
+	if !a.l.Holds() {
+		t.Fatal("a does not hold on its applied renewal")
+	}
+	// The may-sign window (2/3 TTL) counted from the first proposal has passed; from
+	// the second it has not.
+	a.clk.Advance(lTTL*2/3 - second + second/2)
+	if a.l.Holds() {
+		t.Fatal("holds past the window of the renewal that landed (counted from its repeat)")
+	}
+}
