@@ -130,6 +130,15 @@ Flags:
 		fmt.Fprintln(stderr, "baton bench: bad --clients, --payload, --ttl or --tick")
 		return 2
 	}
+	if *dir != "" {
+		// A bench starts new clusters: data left by an earlier run would be rejoined
+		// (the baseline refuses to bootstrap, baton waits for a holder that never
+		// comes), so only a new or empty directory is accepted.
+		if ents, err := os.ReadDir(*dir); err == nil && len(ents) > 0 {
+			fmt.Fprintf(stderr, "baton bench: --dir %s is not empty (an earlier run's data?): remove it or name a new one\n", *dir)
+			return 2
+		}
+	}
 	o.Clients, o.Payload, o.TTL, o.Tick, o.Dir = cs, *payload, *ttl, *tick, *dir
 	o.Skip = map[string]bool{}
 	for _, s := range strings.Split(*skip, ",") {

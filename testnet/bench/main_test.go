@@ -66,7 +66,13 @@ func TestMainFlags(t *testing.T) {
 	if c := Main(context.Background(), []string{"--bogus"}, &o, &e); c != 2 || o.Len() != 0 || strings.Count(e.String(), "\n") != 1 {
 		t.Fatalf("--bogus: %d %q %q", c, o.String(), e.String())
 	}
-	for _, args := range [][]string{{"--clients", "0"}, {"--skip", "nope"}, {"extra"}, {"--bogus"}} {
+	// A --dir that holds an earlier run's data is refused (its clusters would never
+	// form: the baseline refused to bootstrap and baton waited for a holder).
+	used := t.TempDir()
+	if err := os.WriteFile(filepath.Join(used, "raft.db"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"--clients", "0"}, {"--skip", "nope"}, {"extra"}, {"--bogus"}, {"--dir", used}} {
 		if c := Main(context.Background(), args, &o, &e); c != 2 {
 			t.Errorf("%v: exit %d, want 2", args, c)
 		}
