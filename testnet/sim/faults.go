@@ -1,0 +1,450 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/batonhq/baton/intentlog"
+)
+
+// do runs one action of the schedule (in its own goroutine: a crash or a release may
+// take virtual time, and the schedule keeps its own).
+func (w *world) do(a action) {
+	switch a.Kind {
+	case aHeal:
+		w.heal(a.Heal)
+		return
+	case aFlush:
+		w.devs[a.Dev].flushState()
+		return
+	}
+	dev := a.Dev
+	switch a.Target {
+	case Holder:
+		dev = w.holderDev()
+	case Leader:
+		dev = w.leaderDev()
+	}
+	w.mu.Lock()
+	healed := w.healed
+	w.mu.Unlock()
+	if healed {
+		return
+	}
+	ok, detail := w.inject(a, dev)
+	if !ok {
+		w.mu.Lock()
+		w.skipped++
+		w.mu.Unlock()
+		return
+	}
+	w.mu.Lock()
+	w.faults[a.Kind]++
+	w.mu.Unlock()
+	if detail == "" {
+		detail = a.String()
+	}
+	w.ev.add(dev, "fault", "#%d %s", a.ID, detail)
+}
+
+// inject applies fault a to device dev (-1 if the fault needs none or none was
+// found) and registers its undo under a.ID. It reports whether it did anything.
+func (w *world) inject(a action, dev int) (bool, string) {
+	rng := rngFor(a)
+	needDev := a.Target != AnyDevice || a.DevLinks != 0 || dev >= 0
+	switch a.Kind {
+	case FDup, FReorder, FPartition, FLeadership, FSteal:
+		needDev = a.Target == Leader
+	case FOneWay:
+		needDev = a.DevLinks != 0
+	case FDelay:
+		needDev = a.DevLinks != 0
+	}
+	if needDev && dev < 0 {
+		return false, ""
+	}
+	switch a.Kind {
+	case FDelay, FLoss, FDup, FReorder, FPartition, FOneWay, FSlowFwd:
+		links := a.Links
+		if a.DevLinks != 0 {
+			links = nil
+			for o := range w.cfg.Devices {
+				if o == dev {
+					continue
+				}
+				if a.DevLinks&linksOut != 0 {
+					links = append(links, [2]int{dev, o})
+				}
+				if a.DevLinks&linksIn != 0 {
+					links = append(links, [2]int{o, dev})
+				}
+			}
+		}
+		w.mu.Lock()
+		w.linkFs[a.ID] = linkFault{links: links, f: a.Faults}
+		w.active[a.ID] = &activeFault{undo: func() {
+			w.mu.Lock()
+			delete(w.linkFs, a.ID)
+			w.mu.Unlock()
+			w.applyLinks()
+		}}
+		w.mu.Unlock()
+		w.applyLinks()
+		if dev >= 0 {
+			return true, fmt.Sprintf("%s (dev%d)", a, dev)
+		}
+		return true, ""
+
+	case FCrash, FPowerCut:
+		d := w.devs[dev]
+		if !d.crash(a.Kind == FPowerCut, a.Damage, a.Frac) {
+			return false, ""
+		}
+		w.setUndo(a.ID, func() { w.restart(d) })
+		return true, fmt.Sprintf("%s (dev%d)", a, dev)
+
+	case FPause:
+		d := w.devs[dev]
+		ok, mono := d.pause(a.Mono)
+		if !ok {
+			return false, ""
+		}
+		w.setUndo(a.ID, d.resume)
+		mode := "suspend"
+		if mono {
+			mode = "sigstop"
+		}
+		return true, fmt.Sprintf("pause dev%d %s for %v", dev, mode, a.Dur.Round(time.Millisecond))
+
+	case FClockStep:
+		by := w.devs[dev].step(a.Step)
+		w.mu.Lock()
+		w.stepped = true
+		w.mu.Unlock()
+		return true, fmt.Sprintf("clockstep dev%d by %v", dev, by.Round(time.Millisecond))
+
+	case FClockRate:
+		d := w.devs[dev]
+		d.clock.SetRate(a.Rate)
+		w.setUndo(a.ID, func() { d.clock.SetRate(1) })
+		return true, ""
+
+	case FRelease:
+		n, _ := w.devs[dev].node()
+		if n == nil || !n.Holds() {
+			return false, ""
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.TTL)
+		defer cancel()
+		err := n.Release(ctx)
+		return true, fmt.Sprintf("release by dev%d: %v", dev, errText(err))
+
+	case FTransfer:
+		n, _ := w.devs[dev].node()
+		if n == nil || !n.Holds() {
+			return false, ""
+		}
+		to := w.pickDev(rng, func(i int) bool { return i != dev && !w.devs[i].isRemoved() })
+		if to < 0 {
+			return false, ""
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.TTL)
+		defer cancel()
+		err := n.Transfer(ctx, w.ids[to])
+		return true, fmt.Sprintf("transfer dev%d -> dev%d: %v", dev, to, errText(err))
+
+	case FSteal:
+		holder := w.holderDev()
+		by := w.pickDev(rng, func(i int) bool {
+			n, _ := w.devs[i].node()
+			return i != holder && n != nil && !w.devs[i].paused()
+		})
+		if by < 0 {
+			return false, ""
+		}
+		n, _ := w.devs[by].node()
+		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.TTL)
+		defer cancel()
+		err := n.Steal(ctx, fmt.Sprintf("sim: operator steal #%d", a.ID))
+		return true, fmt.Sprintf("steal by dev%d (holder dev%d): %v", by, holder, errText(err))
+
+	case FRemove:
+		d := w.devs[dev]
+		if d.isRemoved() || w.voters() < 3 {
+			return false, ""
+		}
+		if err := w.membership(func(r *raft.Raft) raft.Future {
+			return r.RemoveServer(raft.ServerID(d.id), 0, w.cfg.TTL)
+		}); err != nil {
+			return true, fmt.Sprintf("remove dev%d: %v", dev, err)
+		}
+		d.mu.Lock()
+		d.removed = true
+		d.mu.Unlock()
+		w.setUndo(a.ID, func() { w.rejoin(d) })
+		return true, fmt.Sprintf("remove dev%d", dev)
+
+	case FLeadership:
+		n, _ := w.devs[dev].node()
+		if n == nil {
+			return false, ""
+		}
+		err := n.Log().Raft().LeadershipTransfer().Error()
+		return true, fmt.Sprintf("leadership transfer from dev%d: %v", dev, errText(err))
+
+	case FBurst:
+		n, _ := w.devs[a.Dev].node()
+		if n == nil {
+			return false, ""
+		}
+		w.burst(a, a.Dev)
+		return true, ""
+	}
+	return false, ""
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return err.Error()
+}
+
+func (w *world) setUndo(id int, f func()) {
+	w.mu.Lock()
+	w.active[id] = &activeFault{undo: f}
+	w.mu.Unlock()
+}
+
+// heal undoes fault id (if it is still active).
+func (w *world) heal(id int) {
+	w.mu.Lock()
+	f := w.active[id]
+	delete(w.active, id)
+	w.mu.Unlock()
+	if f != nil {
+		f.undo()
+		w.ev.add(-1, "heal", "#%d", id)
+	}
+}
+
+// applyLinks sets every link to the default combined with the active link faults.
+func (w *world) applyLinks() {
+	w.mu.Lock()
+	ids := make([]int, 0, len(w.linkFs))
+	for id := range w.linkFs {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	n := w.cfg.Devices
+	eff := make([][]linkFaults, n)
+	for a := range n {
+		eff[a] = make([]linkFaults, n)
+		for b := range n {
+			eff[a][b] = w.nw.def
+		}
+	}
+	for _, id := range ids {
+		lf := w.linkFs[id]
+		for _, l := range lf.links {
+			eff[l[0]][l[1]] = combine(eff[l[0]][l[1]], lf.f)
+		}
+	}
+	w.mu.Unlock()
+	for a := range n {
+		for b := range n {
+			if a != b {
+				w.nw.setLink(a, b, eff[a][b])
+			}
+		}
+	}
+}
+
+func combine(a, b linkFaults) linkFaults {
+	return linkFaults{
+		Delay:    max(a.Delay, b.Delay),
+		Jitter:   max(a.Jitter, b.Jitter),
+		Loss:     1 - (1-a.Loss)*(1-b.Loss),
+		Dup:      max(a.Dup, b.Dup),
+		Reorder:  a.Reorder || b.Reorder,
+		Cut:      a.Cut || b.Cut,
+		FwdDelay: max(a.FwdDelay, b.FwdDelay),
+	}
+}
+
+// restart starts d again (a crashed device comes back on the same data dir).
+func (w *world) restart(d *device) {
+	if err := d.start(); err != nil {
+		w.violation(VPanic, d.idx, "restart: %v", err)
+	}
+}
+
+// rejoin adds a removed device back as a voter.
+func (w *world) rejoin(d *device) {
+	if !d.isRemoved() {
+		return
+	}
+	err := w.membership(func(r *raft.Raft) raft.Future {
+		return r.AddVoter(raft.ServerID(d.id), raft.ServerAddress(d.id), 0, w.cfg.TTL)
+	})
+	w.ev.add(d.idx, "rejoin", "%s", errText(err))
+	if err != nil {
+		return
+	}
+	d.mu.Lock()
+	d.removed = false
+	d.mu.Unlock()
+	// Raft shuts down a server removed from the configuration (ShutdownOnRemove, on
+	// by default and in baton): the device's process must start again to take part.
+	if n, _ := d.node(); n != nil && n.Log().Raft().State() == raft.Shutdown {
+		d.crash(false, "", 0)
+		_ = os.WriteFile(filepath.Join(d.dir, intentlog.CleanFile), nil, 0o600) // Kill closed it cleanly: keep the mark
+		w.restart(d)
+	}
+}
+
+// membership runs a configuration change on the Raft leader (node.New has no
+// libp2p membership: the simulator drives raft.Raft directly), retrying while
+// there is no leader, for up to a few TTLs.
+func (w *world) membership(change func(*raft.Raft) raft.Future) error {
+	deadline := time.Now().Add(3 * w.cfg.TTL)
+	var err error
+	for time.Now().Before(deadline) {
+		l := w.leaderDev()
+		if l < 0 {
+			err = fmt.Errorf("no leader")
+			time.Sleep(w.cfg.Tick)
+			continue
+		}
+		n, _ := w.devs[l].node()
+		if n == nil {
+			time.Sleep(w.cfg.Tick)
+			continue
+		}
+		if err = change(n.Log().Raft()).Error(); err == nil {
+			return nil
+		}
+		time.Sleep(w.cfg.Tick)
+	}
+	return err
+}
+
+// voters counts the voters in the leader's configuration (0 if no leader).
+func (w *world) voters() int {
+	l := w.leaderDev()
+	if l < 0 {
+		return 0
+	}
+	n, _ := w.devs[l].node()
+	if n == nil {
+		return 0
+	}
+	fut := n.Log().Raft().GetConfiguration()
+	if fut.Error() != nil {
+		return 0
+	}
+	v := 0
+	for _, s := range fut.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			v++
+		}
+	}
+	return v
+}
+
+// holderDev is the device that holds the lease and may sign now, or else the one the
+// most advanced replica names as holder; -1 if none is up.
+func (w *world) holderDev() int {
+	var best uint64
+	named := -1
+	for _, d := range w.devs {
+		n, _ := d.node()
+		if n == nil {
+			continue
+		}
+		if n.Holds() && !d.paused() {
+			return d.idx
+		}
+		if v := n.Log().View(); v.AppliedIndex > best && v.Lease.Holder != "" {
+			best, named = v.AppliedIndex, w.devOf(v.Lease.Holder)
+		}
+	}
+	if named >= 0 {
+		if n, _ := w.devs[named].node(); n == nil {
+			return -1
+		}
+	}
+	return named
+}
+
+// leaderDev is a device whose Raft is leader (the one at the highest term if two
+// think so), or -1.
+func (w *world) leaderDev() int {
+	best, term := -1, uint64(0)
+	for _, d := range w.devs {
+		n, _ := d.node()
+		if n == nil || d.paused() {
+			continue
+		}
+		r := n.Log().Raft()
+		if r.State() != raft.Leader {
+			continue
+		}
+		if t := r.CurrentTerm(); best < 0 || t > term {
+			best, term = d.idx, t
+		}
+	}
+	return best
+}
+
+// pickDev picks a device satisfying ok, at random.
+func (w *world) pickDev(rng interface{ IntN(int) int }, ok func(int) bool) int {
+	var cands []int
+	for i := range w.cfg.Devices {
+		if ok(i) {
+			cands = append(cands, i)
+		}
+	}
+	if len(cands) == 0 {
+		return -1
+	}
+	return cands[rng.IntN(len(cands))]
+}
+
+// healAll ends every fault: links back to normal, paused devices resumed, crashed
+// ones restarted, removed ones re-joined, clock rates back to 1 (their offsets stay:
+// NTP slews, it does not step back).
+func (w *world) healAll() {
+	w.mu.Lock()
+	w.healed = true
+	ids := make([]int, 0, len(w.active))
+	for id := range w.active {
+		ids = append(ids, id)
+	}
+	w.mu.Unlock()
+	sort.Ints(ids)
+	for _, id := range ids {
+		w.heal(id)
+	}
+	w.mu.Lock()
+	clear(w.linkFs)
+	w.mu.Unlock()
+	w.applyLinks()
+	for _, d := range w.devs {
+		d.resume()
+		d.clock.SetRate(1)
+		if n, _ := d.node(); n == nil {
+			w.restart(d)
+		}
+	}
+	for _, d := range w.devs {
+		w.rejoin(d)
+	}
+	w.ev.add(-1, "healed", "all faults over")
+}

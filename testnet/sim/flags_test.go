@@ -1,0 +1,66 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+)
+
+// The flags of `go test ./testnet/sim` (after the package path):
+//
+//	-seed N       replay one seed (verbose: every violation with its events)
+//	-seeds N      how many seeds TestSim runs (default 500; 20 with -race, 50 with -short)
+//	-first N      the first of them (default 1)
+//	-time D       virtual duration of each seed's fault phase (default 10s)
+//	-profile P    fault mix and load (default: from the seed); see ProfileNames
+//	-nodes N      devices, 3 to 5 (default: from the seed)
+//	-ttl D, -tick D
+//	-knobs K      put fixed bugs back, e.g. epoch-only-claim,dedupe-count=64
+//	-events       print every event of a replayed seed as it happens
+//	-keep         keep the data directories
+var (
+	flagSeed    = flag.Int64("seed", -1, "replay this seed only")
+	flagSeeds   = flag.Int("seeds", 0, "number of seeds TestSim runs (0: 500; 20 with -race; 50 with -short)")
+	flagFirst   = flag.Int64("first", 1, "first seed TestSim runs")
+	flagTime    = flag.Duration("time", 0, "virtual duration of each seed's fault phase (0: 10s, or the profile's)")
+	flagProfile = flag.String("profile", "", "fault mix and load (default: from the seed)")
+	flagNodes   = flag.Int("nodes", 0, "devices, 3 to 5 (default: from the seed)")
+	flagTTL     = flag.Duration("ttl", 0, "lease TTL (default 1s)")
+	flagTick    = flag.Duration("tick", 0, "signer tick (default 100ms)")
+	flagKnobs   = flag.String("knobs", "", "knobs that put fixed bugs back (epoch-only-claim, dedupe-count=N)")
+	flagEvents  = flag.Bool("events", false, "print every event of a replayed seed")
+	flagKeep    = flag.Bool("keep", false, "keep the data directories")
+)
+
+// flagConfig is the Config the flags describe for seed.
+func flagConfig(t testing.TB, seed int64) Config {
+	k, err := ParseKnobs(*flagKnobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Config{Seed: seed, Devices: *flagNodes, Duration: *flagTime, Profile: *flagProfile, TTL: *flagTTL,
+		Tick: *flagTick, Knobs: k, Keep: *flagKeep}
+}
+
+func defaultSeeds() int {
+	switch {
+	case *flagSeeds > 0:
+		return *flagSeeds
+	case raceEnabled:
+		return 20
+	case testing.Short():
+		return 50
+	}
+	return 500
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if *flagSeed >= 0 && *flagEvents {
+		fmt.Fprintln(os.Stderr, "sim: printing every event")
+	}
+	_ = time.Second
+	os.Exit(m.Run())
+}

@@ -1,0 +1,35 @@
+package sim
+
+import (
+	"fmt"
+	"os"
+	"testing"
+)
+
+// TestSim runs the seeds (-seeds, from -first) in parallel and fails on any
+// violation, printing each with its replay command; -seed N replays one seed.
+func TestSim(t *testing.T) {
+	if *flagSeed >= 0 {
+		cfg := flagConfig(t, *flagSeed)
+		if *flagEvents {
+			cfg.Trace = func(e Event) { fmt.Fprintln(os.Stderr, e) }
+		}
+		res := Run(t, cfg)
+		t.Log(res.Summary())
+		if !res.OK() {
+			t.Error(res.Report())
+		}
+		return
+	}
+	n := defaultSeeds()
+	for i := range n {
+		seed := *flagFirst + int64(i)
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Parallel()
+			res := Run(t, flagConfig(t, seed))
+			if !res.OK() {
+				t.Error(res.Report())
+			}
+		})
+	}
+}
