@@ -38,6 +38,7 @@ type checker struct {
 	// chains
 	hashes  [][chain.HashSize]byte
 	raws    [][]byte
+	firstAt []time.Duration // when each seq was first applied anywhere
 	opSeq   map[string]uint64
 	nops    int
 	scanned map[int][2]int // device -> {incarnation, seq read up to}
@@ -350,6 +351,7 @@ func (c *checker) addCommit(dev int, seq uint64, raw []byte) {
 	}
 	c.hashes = append(c.hashes, h)
 	c.raws = append(c.raws, raw)
+	c.firstAt = append(c.firstAt, w.ev.now())
 	cm, verr := c.ver.Next(raw)
 	var dups []string
 	for _, op := range cm.Ops {
@@ -463,6 +465,18 @@ func (c *checker) ack(id string, r node.SubmitResult) {
 	if seen && prev != r.Index {
 		c.w.violation(VAckMismatch, -1, "intent %s acknowledged at index %d and again at index %d (duplicate=%v)", id, prev, r.Index, r.Duplicate)
 	}
+}
+
+// signedAt returns when the commit that carries intent id was first applied on any
+// replica.
+func (c *checker) signedAt(id string) (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seq, ok := c.opSeq[id]
+	if !ok {
+		return 0, false
+	}
+	return c.firstAt[seq-1], true
 }
 
 // gaveUp notes an intent a client stopped retrying unacknowledged.

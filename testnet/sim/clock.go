@@ -104,18 +104,6 @@ func (c *Clock) Rate() float64 {
 	return c.rate
 }
 
-// Reset puts the clock back in step with virtual time (offset 0, rate 1), as NTP
-// would after the faults end. The wall reading may step; Mono does not.
-func (c *Clock) Reset() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.reanchorLocked()
-	c.rate = 1
-	c.offset = 0
-	c.wallBase = time.Now().Round(0).Add(-c.monoLocked())
-	c.rearmLocked()
-}
-
 // Pause freezes both readings and the timers until Resume.
 func (c *Clock) Pause() {
 	c.mu.Lock()
@@ -149,7 +137,12 @@ func (c *Clock) Resume(monoCatchUp bool) {
 	c.rearmLocked()
 }
 
+// reanchorLocked moves the anchor to now (before a rate change). While paused the
+// anchor stays at the pause's start: Resume measures the pause from it.
 func (c *Clock) reanchorLocked() {
+	if c.paused {
+		return
+	}
 	m := c.monoLocked()
 	c.anchorV = time.Now()
 	c.anchorM = m

@@ -36,8 +36,8 @@ type eventRing struct {
 }
 
 const (
-	ringSize       = 512 // events kept
-	eventsInReport = 60  // events printed before a violation
+	ringSize       = 4096 // events kept (a failed run's files have them all)
+	eventsInReport = 60   // events printed before a violation
 )
 
 func newEventRing(start time.Time, trace func(Event)) *eventRing {

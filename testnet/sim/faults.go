@@ -101,6 +101,9 @@ func (w *world) inject(a action, dev int) (bool, string) {
 		}
 		return true, ""
 
+	case FLateRenew:
+		return w.lateRenewal(a, dev)
+
 	case FCrash, FPowerCut:
 		d := w.devs[dev]
 		if !d.crash(a.Kind == FPowerCut, a.Damage, a.Frac) {
@@ -209,6 +212,49 @@ func (w *world) inject(a action, dev int) (bool, string) {
 	return false, ""
 }
 
+// lateRenewal sets up the race of bug (b): the holder's forwarded proposals arrive
+// about half a TTL late (a renewal sent when it falls due lands about when the
+// standbys' observation of the record it replaces reaches a TTL: around their read
+// barrier), and the Raft leader, which sees every record first and would lapse
+// first and claim locally, has its wall clock a quarter of a TTL behind (it waits
+// for its wall clock to agree). A holder that leads Raft hands leadership over
+// first, so that its renewals are forwarded at all.
+func (w *world) lateRenewal(a action, h int) (bool, string) {
+	if l := w.leaderDev(); l == h {
+		if n, _ := w.devs[h].node(); n != nil {
+			_ = n.Log().Raft().LeadershipTransfer().Error()
+		}
+	}
+	l := w.leaderDev()
+	if l < 0 || l == h {
+		return false, ""
+	}
+	delay := a.Faults.FwdDelay
+	w.mu.Lock()
+	links := make([][2]int, 0, w.cfg.Devices-1)
+	for o := range w.cfg.Devices {
+		if o != h {
+			links = append(links, [2]int{h, o})
+		}
+	}
+	w.linkFs[a.ID] = linkFault{links: links, f: linkFaults{FwdDelay: delay, FwdSpread: 0.01}}
+	w.mu.Unlock()
+	w.applyLinks()
+	back := w.devs[l].step(-w.cfg.TTL / 4)
+	w.setUndo(a.ID, func() {
+		w.mu.Lock()
+		delete(w.linkFs, a.ID)
+		w.mu.Unlock()
+		w.applyLinks()
+		w.devs[l].step(-back)
+	})
+	w.mu.Lock()
+	w.stepped = true
+	w.mu.Unlock()
+	return true, fmt.Sprintf("late renewals of holder dev%d (forwards +%v), leader dev%d's wall clock %v", h,
+		delay.Round(time.Millisecond), l, back)
+}
+
 func errText(err error) string {
 	if err == nil {
 		return "ok"
@@ -275,6 +321,12 @@ func combine(a, b linkFaults) linkFaults {
 		Reorder:  a.Reorder || b.Reorder,
 		Cut:      a.Cut || b.Cut,
 		FwdDelay: max(a.FwdDelay, b.FwdDelay),
+		FwdSpread: func() float64 {
+			if a.FwdDelay >= b.FwdDelay {
+				return a.FwdSpread
+			}
+			return b.FwdSpread
+		}(),
 	}
 }
 
@@ -417,12 +469,35 @@ func (w *world) pickDev(rng interface{ IntN(int) int }, ok func(int) bool) int {
 	return cands[rng.IntN(len(cands))]
 }
 
+// waitActions waits for the fault actions still running (a release, a crash), ending
+// pauses meanwhile: an action on a paused device (its proposal parked) would
+// otherwise wait for a resume that only the heal brings.
+func (w *world) waitActions() {
+	w.mu.Lock()
+	w.healed = true // actions that start now do nothing
+	w.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		w.opWG.Wait()
+		close(done)
+	}()
+	for {
+		for _, d := range w.devs {
+			d.resume()
+		}
+		select {
+		case <-done:
+			return
+		case <-time.After(w.cfg.Tick):
+		}
+	}
+}
+
 // healAll ends every fault: links back to normal, paused devices resumed, crashed
 // ones restarted, removed ones re-joined, clock rates back to 1 (their offsets stay:
 // NTP slews, it does not step back).
 func (w *world) healAll() {
 	w.mu.Lock()
-	w.healed = true
 	ids := make([]int, 0, len(w.active))
 	for id := range w.active {
 		ids = append(ids, id)

@@ -20,6 +20,7 @@ import (
 //	-knobs K      put fixed bugs back, e.g. epoch-only-claim,dedupe-count=64
 //	-events       print every event of a replayed seed as it happens
 //	-keep         keep the data directories
+//	-out DIR      write each failed seed's report and all its events there
 var (
 	flagSeed    = flag.Int64("seed", -1, "replay this seed only")
 	flagSeeds   = flag.Int("seeds", 0, "number of seeds TestSim runs (0: 500; 20 with -race; 50 with -short)")
@@ -32,6 +33,7 @@ var (
 	flagKnobs   = flag.String("knobs", "", "knobs that put fixed bugs back (epoch-only-claim, dedupe-count=N)")
 	flagEvents  = flag.Bool("events", false, "print every event of a replayed seed")
 	flagKeep    = flag.Bool("keep", false, "keep the data directories")
+	flagOut     = flag.String("out", "", "write each failed seed's report and events into this directory")
 )
 
 // flagConfig is the Config the flags describe for seed.

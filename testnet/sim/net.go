@@ -41,7 +41,8 @@ type linkFaults struct {
 	Loss, Dup     float64       // probabilities per message
 	Reorder       bool          // deliver by due time only (not FIFO)
 	Cut           bool          // drop everything (partition)
-	FwdDelay      time.Duration // forwarded requests: + U[0.5, 1.5)*FwdDelay
+	FwdDelay      time.Duration // forwarded requests: + FwdDelay*U[1-FwdSpread, 1+FwdSpread)
+	FwdSpread     float64       // 0 means 0.5
 }
 
 type message struct {
@@ -75,7 +76,10 @@ type link struct {
 	rng      *rand.Rand // per link, seeded from the run's seed: draws do not depend on other links' traffic
 	f        linkFaults
 	q        msgHeap
-	last     time.Time // FIFO: no message is due before the previous one
+	// FIFO per class: no message is due before the previous one of its class (Raft's
+	// messages and forwarded proposals are separate streams on one connection: a
+	// slow stream does not hold the others up).
+	last [numClasses]time.Time
 	seq      uint64
 	wake     chan struct{}
 }
@@ -257,14 +261,18 @@ func (nw *network) sendTo(from, dst *endpoint, to int, cls msgClass, deliver fun
 			d += time.Duration(l.rng.Int64N(int64(l.f.Jitter)))
 		}
 		if cls == classForward && l.f.FwdDelay > 0 {
-			d += time.Duration((0.5 + l.rng.Float64()) * float64(l.f.FwdDelay))
+			spread := l.f.FwdSpread
+			if spread == 0 {
+				spread = 0.5
+			}
+			d += time.Duration((1 - spread + 2*spread*l.rng.Float64()) * float64(l.f.FwdDelay))
 		}
 		due := now.Add(d)
-		if !l.f.Reorder && due.Before(l.last) {
-			due = l.last
+		if !l.f.Reorder && due.Before(l.last[cls]) {
+			due = l.last[cls]
 		}
-		if due.After(l.last) {
-			l.last = due
+		if due.After(l.last[cls]) {
+			l.last[cls] = due
 		}
 		l.seq++
 		heap.Push(&l.q, &message{due: due, seq: l.seq, cls: cls, dst: dst, deliver: deliver})
@@ -343,6 +351,27 @@ func (nw *network) arrive(m *message) {
 	nw.stats.Delivered[m.cls]++
 	nw.mu.Unlock()
 	m.deliver(dst)
+}
+
+// lastDue is when the last message now on its way arrives (now if none): faults
+// that delayed messages are not over until they have arrived.
+func (nw *network) lastDue() time.Time {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	last := time.Now()
+	for _, row := range nw.links {
+		for _, l := range row {
+			if l == nil {
+				continue
+			}
+			for _, m := range l.q {
+				if m.due.After(last) {
+					last = m.due
+				}
+			}
+		}
+	}
+	return last
 }
 
 func (nw *network) close() {

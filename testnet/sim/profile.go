@@ -17,6 +17,7 @@ const (
 	FPartition  = "partition"  // the devices split in two groups, both ways
 	FOneWay     = "oneway"     // one or more links cut in one direction only
 	FSlowFwd    = "slowfwd"    // one device's forwarded proposals delayed 0.3-1.5 TTL (late proposals)
+	FLateRenew  = "laterenew"  // the holder's renewals half a TTL late, the leader's wall clock behind (bug b's race)
 	FCrash      = "crash"      // kill -9 (and a restart on the same data dir)
 	FPowerCut   = "powercut"   // machine crash: state.db rolled back, torn or kept, no clean marker
 	FPause      = "pause"      // SIGSTOP-like pause or a suspend, 1.2-3 TTL
@@ -59,6 +60,12 @@ type Profile struct {
 	// probability OutageP before it retries (a laptop closed mid-request).
 	OutageP float64
 	Outage  [2]time.Duration
+	// SlowFwd is the range of a late-proposal fault's delay, in TTLs (each message
+	// gets 0.5-1.5 times a draw from it), and SlowFwdAll the share of those faults
+	// that slow every device's proposals; the others slow the holder's. Unset: 0.3-1.5
+	// TTL, a third of them everyone's, the others a device's as other faults pick it.
+	SlowFwd    [2]float64
+	SlowFwdAll float64
 	// Bulk goroutines submit back to back without thinking, until BulkIntents intents
 	// were acknowledged (0: for the whole fault phase).
 	Bulk        int
@@ -79,15 +86,26 @@ var profiles = map[string]Profile{
 	"mixed": {Name: "mixed", FaultEvery: 700 * time.Millisecond,
 		Weights: map[string]int{FDelay: 3, FLoss: 3, FDup: 2, FReorder: 2, FPartition: 3, FOneWay: 2,
 			FSlowFwd: 3, FCrash: 3, FPowerCut: 2, FPause: 3, FClockStep: 2, FClockRate: 2, FRelease: 2,
-			FTransfer: 2, FSteal: 1, FRemove: 1, FLeadership: 2, FBurst: 2},
+			FTransfer: 2, FSteal: 1, FRemove: 1, FLeadership: 2, FBurst: 2, FLateRenew: 2},
 		Clients: 6, Think: 40 * time.Millisecond,
 		Timeout: [2]time.Duration{300 * time.Millisecond, 3 * time.Second}, WaitSigned: 0.3,
 		OutageP: 0.05, Outage: [2]time.Duration{500 * time.Millisecond, 3 * time.Second}},
 	// late: proposals delayed past their callers' deadlines, clock rates, pauses:
 	// what it takes for a renewal to land after a standby's read barrier.
 	"late": {Name: "late", FaultEvery: 500 * time.Millisecond,
-		Weights: map[string]int{FSlowFwd: 8, FClockRate: 2, FDelay: 2, FPause: 1, FLeadership: 1},
+		// Leadership and lease transfers make holders that do not lead Raft (whose
+		// renewals are forwarded, so can be late).
+		Weights: map[string]int{FLateRenew: 6, FSlowFwd: 2, FLeadership: 2, FTransfer: 2, FClockRate: 1, FDelay: 1, FPause: 1},
+		// A renewal must land after a standby's read barrier and before its claim:
+		// the holder's, about half a TTL late, with a holder and a standby that do not
+		// lead Raft (the leader sees a record first, so a standby with a faster clock
+		// or a leader whose wall clock disagrees).
+		SlowFwd: [2]float64{0.4, 0.8},
 		Clients: 4, Think: 60 * time.Millisecond,
+		Timeout: [2]time.Duration{300 * time.Millisecond, 3 * time.Second}, WaitSigned: 0.2},
+	// laterenew: only bug b's race, one at a time.
+	"laterenew": {Name: "laterenew", FaultEvery: 3 * time.Second, Weights: map[string]int{FLateRenew: 1},
+		Clients: 3, Think: 60 * time.Millisecond,
 		Timeout: [2]time.Duration{300 * time.Millisecond, 3 * time.Second}, WaitSigned: 0.2},
 	// dedupe: a long bulk load that pushes more than intentlog.DedupeWindow (65,536)
 	// IDs through while hasty clients wait to retry IDs that landed long before.

@@ -163,10 +163,13 @@ func makeSchedule(seed int64, devices int, p Profile, dur, ttl time.Duration) []
 		return ls
 	}
 
-	// The page cache flushes state.db now and then (what a power cut rolls back to).
-	for d := range devices {
-		for t := between(200*time.Millisecond, time.Second); t < dur; t += between(500*time.Millisecond, 2*time.Second) {
-			add(action{At: t, Kind: aFlush, Dev: d})
+	// The page cache writes state.db out now and then: what a power cut rolls back
+	// to (copies cost real time, so only when power cuts can come).
+	if p.Weights[FPowerCut] > 0 && p.FaultEvery > 0 {
+		for d := range devices {
+			for t := between(200*time.Millisecond, 2*time.Second); t < dur; t += between(time.Second, 4*time.Second) {
+				add(action{At: t, Kind: aFlush, Dev: d})
+			}
 		}
 	}
 
@@ -256,9 +259,24 @@ func makeSchedule(seed int64, devices int, p Profile, dur, ttl time.Duration) []
 			}
 		case FSlowFwd:
 			a.Dur = between(time.Second, 4*time.Second)
-			a.Faults = linkFaults{FwdDelay: ttlTimes(0.3, 1.5)}
-			a.Target, a.Dev = target()
-			a.DevLinks = linksOut
+			lo, hi, all := 0.3, 1.5, 1.0/3
+			if p.SlowFwd[1] > 0 {
+				lo, hi, all = p.SlowFwd[0], p.SlowFwd[1], p.SlowFwdAll
+			}
+			a.Faults = linkFaults{FwdDelay: ttlTimes(lo, hi)}
+			switch {
+			case rng.Float64() < all: // every device's proposals late (and its barriers)
+				a.Links = allLinks()
+			case p.SlowFwd[1] > 0: // the holder's renewals late
+				a.Target, a.DevLinks = Holder, linksOut
+			default:
+				a.Target, a.Dev = target()
+				a.DevLinks = linksOut
+			}
+		case FLateRenew:
+			a.Dur = ttlTimes(2, 3)
+			a.Target = Holder
+			a.Faults = linkFaults{FwdDelay: ttlTimes(0.51, 0.53)}
 		case FCrash, FPowerCut:
 			a.Dur = between(300*time.Millisecond, 3*time.Second)
 			a.Target, a.Dev = target()

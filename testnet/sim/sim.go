@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -136,6 +138,31 @@ type Result struct {
 	Failover time.Duration
 	Virtual  time.Duration // virtual time of the whole run
 	Real     time.Duration
+	// Events are the run's last events (up to 4096), kept only when it found a
+	// violation (WriteFiles writes them out).
+	Events []Event
+}
+
+// WriteFiles writes a failed run's report (seed-N.txt) and its events
+// (seed-N.events) into dir; it does nothing for a run without violations.
+func (r *Result) WriteFiles(dir string) error {
+	if r.OK() {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	base := filepath.Join(dir, fmt.Sprintf("seed-%d", r.Config.Seed))
+	report := r.Summary() + "\n\n" + r.Report()
+	if err := os.WriteFile(base+".txt", []byte(report), 0o644); err != nil {
+		return err
+	}
+	var b strings.Builder
+	for _, e := range r.Events {
+		b.WriteString(e.String())
+		b.WriteByte('\n')
+	}
+	return os.WriteFile(base+".events", []byte(b.String()), 0o644)
 }
 
 // OK reports whether the run found no violation.
@@ -190,19 +217,53 @@ func Run(t *testing.T, cfg Config) *Result {
 	realStart := time.Now()
 	var res *Result
 	var setupErr error
-	synctest.Test(t, func(t *testing.T) {
-		w, err := newWorld(cfg)
-		if err != nil {
-			setupErr = err
-			return
-		}
-		res = w.run()
-	})
+	func() {
+		// Virtual time stops when the bubble's main goroutine returns; goroutines of
+		// the code under test still blocked then (on a channel, a timer) make
+		// synctest.Test panic: a device that did not shut down.
+		defer func() {
+			p := recover()
+			if p == nil {
+				return
+			}
+			msg := fmt.Sprint(p)
+			if !strings.Contains(msg, "deadlock") || res == nil {
+				panic(p)
+			}
+			res.Violations = append(res.Violations, Violation{Kind: VLeak, At: res.Virtual, Dev: -1,
+				Detail: msg + "\n" + bubbleStacks()})
+		}()
+		synctest.Test(t, func(t *testing.T) {
+			w, err := newWorld(cfg)
+			if err != nil {
+				setupErr = err
+				return
+			}
+			res = w.run()
+		})
+	}()
 	if setupErr != nil {
 		t.Fatal(setupErr)
 	}
 	res.Real = time.Since(realStart)
 	return res
+}
+
+// bubbleStacks returns the stacks of the goroutines left blocked in synctest
+// bubbles (a leak report).
+func bubbleStacks() string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "synctest bubble") {
+			out = append(out, g)
+		}
+	}
+	if len(out) > 20 {
+		out = append(out[:20], fmt.Sprintf("... %d more", len(out)-20))
+	}
+	return strings.Join(out, "\n\n")
 }
 
 // world is one run: the devices, the network, the clients and the checkers.
@@ -364,6 +425,9 @@ func (w *world) run() (res *Result) {
 	w.monWG.Add(1)
 	go w.chk.run()
 	w.startLoad()
+	finished := make(chan struct{})
+	defer close(finished)
+	go w.watchdog(finished)
 
 	// The fault phase: run the schedule.
 	for _, a := range w.acts {
@@ -382,7 +446,7 @@ func (w *world) run() (res *Result) {
 	w.faultFree = sum(w.faults) == 0
 	w.mu.Unlock()
 	close(w.recovering)
-	w.opWG.Wait()
+	w.waitActions()
 	w.healAll()
 	w.recover()
 	w.shutdown()
@@ -395,9 +459,13 @@ func (w *world) result() *Result {
 	defer w.mu.Unlock()
 	cfg := w.cfg
 	cfg.Logger, cfg.Trace = nil, nil
-	return &Result{Config: cfg, Violations: append([]Violation(nil), w.violations...), Faults: copyMap(w.faults),
+	r := &Result{Config: cfg, Violations: append([]Violation(nil), w.violations...), Faults: copyMap(w.faults),
 		Skipped: w.skipped, Net: w.nw.statsCopy(), Commits: w.chk.length(), Ops: w.chk.ops(), Acked: w.chk.acked(),
 		Signed: signed, Refused: refused, Failover: w.chk.failover, Virtual: w.since()}
+	if len(r.Violations) > 0 {
+		r.Events = w.ev.recent(ringSize)
+	}
+	return r
 }
 
 // shutdown stops every device (as a crash: nothing is checked after this), the
@@ -416,8 +484,32 @@ func (w *world) shutdown() {
 	for _, d := range w.devs {
 		d.clock.stopTimers()
 	}
+	// Let the timers of goroutines on their way out fire (a nudge's delay, an RPC's
+	// timeout): virtual time stops once the run returns.
+	time.Sleep(5 * w.cfg.TTL)
 	if !w.cfg.Keep {
 		_ = os.RemoveAll(w.dir)
+	}
+}
+
+// watchdogAfter is how much virtual time past the fault phase a run may take before
+// the watchdog calls it stuck.
+const watchdogAfter = 5 * time.Minute
+
+// watchdog reports a run that does not finish (a wait that never ends) with the
+// stacks of the bubble's goroutines, and stops every device so that waits on them
+// end.
+func (w *world) watchdog(finished <-chan struct{}) {
+	t := time.NewTimer(w.cfg.Duration + watchdogAfter)
+	defer t.Stop()
+	select {
+	case <-finished:
+		return
+	case <-t.C:
+	}
+	w.violation(VLeak, -1, "the run did not finish %v after the faults stopped:\n%s", watchdogAfter, bubbleStacks())
+	for _, d := range w.devs {
+		go d.stop()
 	}
 }
 

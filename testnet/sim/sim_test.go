@@ -16,6 +16,7 @@ func TestSim(t *testing.T) {
 		}
 		res := Run(t, cfg)
 		t.Log(res.Summary())
+		writeFiles(t, res)
 		if !res.OK() {
 			t.Error(res.Report())
 		}
@@ -27,9 +28,20 @@ func TestSim(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			t.Parallel()
 			res := Run(t, flagConfig(t, seed))
+			t.Log(res.Summary())
+			writeFiles(t, res)
 			if !res.OK() {
 				t.Error(res.Report())
 			}
 		})
+	}
+}
+
+func writeFiles(t *testing.T, res *Result) {
+	if *flagOut == "" {
+		return
+	}
+	if err := res.WriteFiles(*flagOut); err != nil {
+		t.Error(err)
 	}
 }
