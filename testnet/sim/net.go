@@ -80,8 +80,8 @@ type link struct {
 	// messages and forwarded proposals are separate streams on one connection: a
 	// slow stream does not hold the others up).
 	last [numClasses]time.Time
-	seq      uint64
-	wake     chan struct{}
+	seq  uint64
+	wake chan struct{}
 }
 
 // endpoint is one incarnation of a device on the network.
