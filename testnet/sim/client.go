@@ -82,6 +82,7 @@ func (w *world) bulk(b int, acked *atomic.Int64) {
 	defer w.loadWG.Done()
 	p := w.prof
 	rng := w.clientRNG(0xb1, b)
+	time.Sleep(p.BulkAt)
 	for i := 0; ; i++ {
 		if (p.BulkIntents > 0 && acked.Load() >= int64(p.BulkIntents)) || w.loadStopped() {
 			return
@@ -99,6 +100,7 @@ func (w *world) hasty(h int) {
 	defer w.loadWG.Done()
 	p := w.prof
 	rng := w.clientRNG(0x4a, h)
+	time.Sleep(p.HastyAt)
 	for i := 0; ; i++ {
 		if w.loadStopped() {
 			return
@@ -113,8 +115,13 @@ func (w *world) hasty(h int) {
 				w.chk.ack(id, r)
 				continue
 			}
+			w.ev.add(-1, "hasty", "%s: %v (acked so far %d)", id, err, w.chk.acked())
 		}
-		w.away(between(rng, p.HastyOutage))
+		if p.HastyAfter > 0 {
+			w.awayUntilAcked(w.chk.acked() + p.HastyAfter)
+		} else {
+			w.away(between(rng, p.HastyOutage))
+		}
 		w.submit(rng, id, submitOpts{dev: -1, timeout: 2 * time.Second})
 	}
 }
@@ -143,6 +150,18 @@ func (w *world) away(d time.Duration) {
 	select {
 	case <-t.C:
 	case <-w.recovering:
+	}
+}
+
+// awayUntilAcked waits until n intents were acknowledged in all, or the fault phase
+// ends.
+func (w *world) awayUntilAcked(n int) {
+	for w.chk.acked() < n {
+		select {
+		case <-w.recovering:
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
 

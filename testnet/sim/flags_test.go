@@ -21,6 +21,7 @@ import (
 //	-events       print every event of a replayed seed as it happens
 //	-keep         keep the data directories
 //	-out DIR      write each failed seed's report and all its events there
+//	-long         run the long schedules (TestFindsBugC without its knob: 75,000 intents)
 var (
 	flagSeed    = flag.Int64("seed", -1, "replay this seed only")
 	flagSeeds   = flag.Int("seeds", 0, "number of seeds TestSim runs (0: 500; 20 with -race; 50 with -short)")
@@ -34,6 +35,7 @@ var (
 	flagEvents  = flag.Bool("events", false, "print every event of a replayed seed")
 	flagKeep    = flag.Bool("keep", false, "keep the data directories")
 	flagOut     = flag.String("out", "", "write each failed seed's report and events into this directory")
+	flagLong    = flag.Bool("long", false, "run the long schedules (TestFindsBugC without its knob)")
 )
 
 // flagConfig is the Config the flags describe for seed.

@@ -44,6 +44,9 @@ const (
 // of its replay command.
 type Profile struct {
 	Name string
+	// Duration is the fault phase of a run of this profile when the Config sets none
+	// (0: DefaultDuration).
+	Duration time.Duration
 	// FaultEvery is the mean time between faults (exponential); 0 means none.
 	FaultEvery time.Duration
 	// Weights of the fault kinds.
@@ -70,12 +73,16 @@ type Profile struct {
 	// were acknowledged (0: for the whole fault phase).
 	Bulk        int
 	BulkIntents int
+	BulkAt      time.Duration // when the bulk load starts
 	// Hasty clients submit with a timeout of Hasty (shorter than a Raft round: they
-	// always time out, and the intent lands anyway), then go quiet for HastyOutage
-	// before they retry the same ID.
+	// always time out, and the intent lands anyway), then go quiet for HastyOutage,
+	// or, with HastyAfter, until that many other intents were acknowledged (capped at
+	// the fault phase), before they retry the same ID.
 	HastyClients int
 	Hasty        time.Duration
 	HastyOutage  [2]time.Duration
+	HastyAfter   int
+	HastyAt      time.Duration // when the hasty clients start
 }
 
 var profiles = map[string]Profile{
@@ -104,20 +111,21 @@ var profiles = map[string]Profile{
 		Clients: 4, Think: 60 * time.Millisecond,
 		Timeout: [2]time.Duration{300 * time.Millisecond, 3 * time.Second}, WaitSigned: 0.2},
 	// laterenew: only bug b's race, one at a time.
-	"laterenew": {Name: "laterenew", FaultEvery: 3 * time.Second, Weights: map[string]int{FLateRenew: 1},
+	"laterenew": {Name: "laterenew", Duration: 30 * time.Second, FaultEvery: 3 * time.Second,
+		Weights: map[string]int{FLateRenew: 1},
 		Clients: 3, Think: 60 * time.Millisecond,
 		Timeout: [2]time.Duration{300 * time.Millisecond, 3 * time.Second}, WaitSigned: 0.2},
 	// dedupe: a long bulk load that pushes more than intentlog.DedupeWindow (65,536)
 	// IDs through while hasty clients wait to retry IDs that landed long before.
-	"dedupe": {Name: "dedupe", Clients: 0, Bulk: 256, BulkIntents: 80_000,
-		Timeout:      [2]time.Duration{5 * time.Second, 5 * time.Second},
-		HastyClients: 4, Hasty: time.Millisecond, HastyOutage: [2]time.Duration{15 * time.Second, 25 * time.Second}},
+	"dedupe": {Name: "dedupe", Duration: 15 * time.Second, Clients: 0, Bulk: 256, BulkIntents: 75_000,
+		Timeout: [2]time.Duration{5 * time.Second, 5 * time.Second},
+		BulkAt:  3 * time.Second, HastyClients: 4, Hasty: time.Millisecond, HastyAfter: 68_000, HastyAt: 2 * time.Second},
 	// dedupe-small: the same with a small bulk load, for a small count-only dedupe
-	// window (knob DedupeCount).
-	"dedupe-small": {Name: "dedupe-small", Clients: 2, Think: 50 * time.Millisecond,
+	// window (knob dedupe-count=64).
+	"dedupe-small": {Name: "dedupe-small", Duration: 10 * time.Second, Clients: 2, Think: 50 * time.Millisecond,
 		Timeout: [2]time.Duration{2 * time.Second, 2 * time.Second},
-		Bulk:    16, BulkIntents: 2000,
-		HastyClients: 4, Hasty: time.Millisecond, HastyOutage: [2]time.Duration{1 * time.Second, 3 * time.Second}},
+		Bulk:    16, BulkIntents: 3000,
+		BulkAt: 3 * time.Second, HastyClients: 4, Hasty: time.Millisecond, HastyAfter: 200, HastyAt: 2 * time.Second},
 }
 
 // ProfileNames lists the profiles, sorted.

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -62,9 +63,6 @@ func (c *Config) setDefaults() error {
 	if c.Devices < 3 || c.Devices > 5 {
 		return fmt.Errorf("sim: %d devices, want 3 to 5", c.Devices)
 	}
-	if c.Duration == 0 {
-		c.Duration = DefaultDuration
-	}
 	if c.TTL == 0 {
 		c.TTL = DefaultTTL
 	}
@@ -77,8 +75,12 @@ func (c *Config) setDefaults() error {
 	if c.Profile == "" {
 		c.Profile = seedProfile(c.Seed)
 	}
-	if _, err := LookupProfile(c.Profile); err != nil {
+	p, err := LookupProfile(c.Profile)
+	if err != nil {
 		return err
+	}
+	if c.Duration == 0 {
+		c.Duration = cmp.Or(p.Duration, DefaultDuration)
 	}
 	if c.Dir == "" {
 		c.Dir = os.TempDir()
@@ -96,7 +98,8 @@ func (c Config) Flags() []string {
 	if c.Devices != 0 && c.Devices != 3+int(uint64(c.Seed)%3) {
 		out = append(out, fmt.Sprintf("-nodes %d", c.Devices))
 	}
-	if c.Duration != 0 && c.Duration != DefaultDuration {
+	p, _ := LookupProfile(cmp.Or(c.Profile, seedProfile(c.Seed)))
+	if c.Duration != 0 && c.Duration != cmp.Or(p.Duration, DefaultDuration) {
 		out = append(out, "-time "+c.Duration.String())
 	}
 	if c.Profile != "" && c.Profile != seedProfile(c.Seed) {
@@ -125,6 +128,7 @@ func (c Config) ReplayCommand() string {
 type Result struct {
 	Config     Config // with defaults filled in
 	Violations []Violation
+	Found      map[string]int // violations found, by kind (Violations keeps the first 20 of each)
 	Faults     map[string]int // faults injected, by kind
 	Skipped    int            // scheduled faults that found no target (no holder, device down)
 	Net        NetStats
@@ -192,7 +196,7 @@ func (r *Result) Report() string {
 func (r *Result) Summary() string {
 	kinds := map[string]int{}
 	for _, v := range r.Violations {
-		kinds[v.Kind]++
+		kinds[v.Kind] = max(kinds[v.Kind], r.Found[v.Kind], 1)
 	}
 	var vs []string
 	for _, k := range sortedKeys(kinds) {
@@ -291,6 +295,7 @@ type world struct {
 	mu         sync.Mutex
 	violations []Violation
 	vseen      map[string]bool
+	vcount     map[string]int // violations found, by kind (at most keptPerKind kept)
 	faults     map[string]int
 	skipped    int
 	active     map[int]*activeFault // fault ID -> its undo
@@ -330,7 +335,7 @@ func (w *world) electionTimeout() time.Duration { return w.cfg.TTL / 5 }
 func newWorld(cfg Config) (*world, error) {
 	prof, _ := LookupProfile(cfg.Profile)
 	w := &world{cfg: cfg, prof: prof, start: time.Now(), done: make(chan struct{}), recovering: make(chan struct{}),
-		vseen: map[string]bool{}, faults: map[string]int{}, active: map[int]*activeFault{}, linkFs: map[int]linkFault{},
+		vseen: map[string]bool{}, vcount: map[string]int{}, faults: map[string]int{}, active: map[int]*activeFault{}, linkFs: map[int]linkFault{},
 		index: map[raft.ServerAddress]int{}}
 	w.ev = newEventRing(w.start, cfg.Trace)
 	dir, err := os.MkdirTemp(cfg.Dir, fmt.Sprintf("baton-sim-%d-", cfg.Seed))
@@ -383,6 +388,9 @@ func (w *world) servers() []raft.Server {
 	return out
 }
 
+// keptPerKind bounds the violations of one kind a run keeps (all are counted).
+const keptPerKind = 20
+
 // violation records a violation with the recent events. The same kind and detail is
 // recorded once.
 func (w *world) violation(kind string, dev int, format string, args ...any) {
@@ -391,10 +399,14 @@ func (w *world) violation(kind string, dev int, format string, args ...any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	key := kind + "\x00" + detail
-	if w.vseen[key] || len(w.violations) >= 50 {
+	if w.vseen[key] {
 		return
 	}
 	w.vseen[key] = true
+	w.vcount[kind]++
+	if w.vcount[kind] > keptPerKind {
+		return
+	}
 	w.violations = append(w.violations, Violation{Kind: kind, At: w.ev.now(), Dev: dev, Detail: detail,
 		Events: w.ev.recent(eventsInReport)})
 }
@@ -459,7 +471,7 @@ func (w *world) result() *Result {
 	defer w.mu.Unlock()
 	cfg := w.cfg
 	cfg.Logger, cfg.Trace = nil, nil
-	r := &Result{Config: cfg, Violations: append([]Violation(nil), w.violations...), Faults: copyMap(w.faults),
+	r := &Result{Config: cfg, Violations: append([]Violation(nil), w.violations...), Found: copyMap(w.vcount), Faults: copyMap(w.faults),
 		Skipped: w.skipped, Net: w.nw.statsCopy(), Commits: w.chk.length(), Ops: w.chk.ops(), Acked: w.chk.acked(),
 		Signed: signed, Refused: refused, Failover: w.chk.failover, Virtual: w.since()}
 	if len(r.Violations) > 0 {
