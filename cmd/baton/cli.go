@@ -48,6 +48,7 @@ func init() {
 		{"demo", "three devices in one process: watch a failover", cmdDemo},
 		{"drill", "run a failover drill (testnet)", cmdDrill},
 		{"bench", "run benchmarks (testnet/bench)", cmdBench},
+		{"sim", "simulate: seeded fault schedules in virtual time (testnet/sim)", cmdSim},
 		{"version", "print the version", cmdVersion},
 	}
 }

@@ -1,11 +1,12 @@
 package sim
 
 import (
+	"context"
 	"flag"
-	"fmt"
 	"os"
+	"runtime/debug"
+	"strings"
 	"testing"
-	"time"
 )
 
 // The flags of `go test ./testnet/sim` (after the package path):
@@ -62,9 +63,13 @@ func defaultSeeds() int {
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if *flagSeed >= 0 && *flagEvents {
-		fmt.Fprintln(os.Stderr, "sim: printing every event")
+	if args, ok := os.LookupEnv(harnessEnv); ok {
+		// A child process of TestMainStartHarness: be `baton sim`.
+		os.Exit(Main(context.Background(), strings.Fields(args), os.Stdout, os.Stderr))
 	}
-	_ = time.Second
+	if os.Getenv("GOGC") == "" {
+		// The runs allocate a lot and keep little: collect less often.
+		debug.SetGCPercent(400)
+	}
 	os.Exit(m.Run())
 }

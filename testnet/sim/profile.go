@@ -87,14 +87,14 @@ type Profile struct {
 
 var profiles = map[string]Profile{
 	// calm: load, no faults. Every signed commit must be applied.
-	"calm": {Name: "calm", Clients: 6, Think: 40 * time.Millisecond,
+	"calm": {Name: "calm", Clients: 4, Think: 50 * time.Millisecond,
 		Timeout: [2]time.Duration{2 * time.Second, 4 * time.Second}, WaitSigned: 0.3},
 	// mixed: every kind of fault, about one a second.
 	"mixed": {Name: "mixed", FaultEvery: 700 * time.Millisecond,
 		Weights: map[string]int{FDelay: 3, FLoss: 3, FDup: 2, FReorder: 2, FPartition: 3, FOneWay: 2,
 			FSlowFwd: 3, FCrash: 3, FPowerCut: 2, FPause: 3, FClockStep: 2, FClockRate: 2, FRelease: 2,
 			FTransfer: 2, FSteal: 1, FRemove: 1, FLeadership: 2, FBurst: 2, FLateRenew: 2},
-		Clients: 6, Think: 40 * time.Millisecond,
+		Clients: 4, Think: 50 * time.Millisecond,
 		Timeout: [2]time.Duration{300 * time.Millisecond, 3 * time.Second}, WaitSigned: 0.3,
 		OutageP: 0.05, Outage: [2]time.Duration{500 * time.Millisecond, 3 * time.Second}},
 	// late: proposals delayed past their callers' deadlines, clock rates, pauses:

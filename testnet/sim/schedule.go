@@ -167,7 +167,7 @@ func makeSchedule(seed int64, devices int, p Profile, dur, ttl time.Duration) []
 	// to (copies cost real time, so only when power cuts can come).
 	if p.Weights[FPowerCut] > 0 && p.FaultEvery > 0 {
 		for d := range devices {
-			for t := between(200*time.Millisecond, 2*time.Second); t < dur; t += between(time.Second, 4*time.Second) {
+			for t := between(200*time.Millisecond, 3*time.Second); t < dur; t += between(3*time.Second, 8*time.Second) {
 				add(action{At: t, Kind: aFlush, Dev: d})
 			}
 		}
