@@ -37,20 +37,21 @@ func (w *world) do(a action) {
 	if healed {
 		return
 	}
+	w.ev.add(dev, "fault", "#%d %s", a.ID, a)
 	ok, detail := w.inject(a, dev)
 	if !ok {
 		w.mu.Lock()
 		w.skipped++
 		w.mu.Unlock()
+		w.ev.add(dev, "skipped", "#%d (no target)", a.ID)
 		return
 	}
 	w.mu.Lock()
 	w.faults[a.Kind]++
 	w.mu.Unlock()
-	if detail == "" {
-		detail = a.String()
+	if detail != "" {
+		w.ev.add(dev, "result", "#%d %s", a.ID, detail)
 	}
-	w.ev.add(dev, "fault", "#%d %s", a.ID, detail)
 }
 
 // inject applies fault a to device dev (-1 if the fault needs none or none was
@@ -182,16 +183,16 @@ func (w *world) inject(a action, dev int) (bool, string) {
 		if d.isRemoved() || w.voters() < 3 {
 			return false, ""
 		}
-		if err := w.membership(func(r *raft.Raft) raft.Future {
-			return r.RemoveServer(raft.ServerID(d.id), 0, w.cfg.TTL)
-		}); err != nil {
-			return true, fmt.Sprintf("remove dev%d: %v", dev, err)
-		}
+		// Marked removed first: a change whose future fails (leadership lost) may
+		// still commit. The re-join checks the configuration itself.
 		d.mu.Lock()
 		d.removed = true
 		d.mu.Unlock()
 		w.setUndo(a.ID, func() { w.rejoin(d) })
-		return true, fmt.Sprintf("remove dev%d", dev)
+		err := w.membership(func(r *raft.Raft) raft.Future {
+			return r.RemoveServer(raft.ServerID(d.id), 0, w.cfg.TTL)
+		})
+		return true, fmt.Sprintf("remove dev%d: %s", dev, errText(err))
 
 	case FLeadership:
 		n, _ := w.devs[dev].node()
@@ -337,14 +338,18 @@ func (w *world) restart(d *device) {
 	}
 }
 
-// rejoin adds a removed device back as a voter.
+// rejoin adds a removed device back as a voter, if the leader's configuration lacks
+// it.
 func (w *world) rejoin(d *device) {
 	if !d.isRemoved() {
 		return
 	}
-	err := w.membership(func(r *raft.Raft) raft.Future {
-		return r.AddVoter(raft.ServerID(d.id), raft.ServerAddress(d.id), 0, w.cfg.TTL)
-	})
+	var err error
+	if !w.inConfiguration(d) {
+		err = w.membership(func(r *raft.Raft) raft.Future {
+			return r.AddVoter(raft.ServerID(d.id), raft.ServerAddress(d.id), 0, w.cfg.TTL)
+		})
+	}
 	w.ev.add(d.idx, "rejoin", "%s", errText(err))
 	if err != nil {
 		return
@@ -385,6 +390,29 @@ func (w *world) membership(change func(*raft.Raft) raft.Future) error {
 		time.Sleep(w.cfg.Tick)
 	}
 	return err
+}
+
+// inConfiguration reports whether the leader's latest configuration has d as a
+// voter (waiting a few TTLs for a leader; false without one).
+func (w *world) inConfiguration(d *device) bool {
+	deadline := time.Now().Add(3 * w.cfg.TTL)
+	for time.Now().Before(deadline) {
+		if l := w.leaderDev(); l >= 0 {
+			if n, _ := w.devs[l].node(); n != nil {
+				fut := n.Log().Raft().GetConfiguration()
+				if fut.Error() == nil {
+					for _, s := range fut.Configuration().Servers {
+						if string(s.ID) == d.id && s.Suffrage == raft.Voter {
+							return true
+						}
+					}
+					return false
+				}
+			}
+		}
+		time.Sleep(w.cfg.Tick)
+	}
+	return false
 }
 
 // voters counts the voters in the leader's configuration (0 if no leader).

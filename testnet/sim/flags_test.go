@@ -23,6 +23,8 @@ import (
 //	-keep         keep the data directories
 //	-out DIR      write each failed seed's report and all its events there
 //	-long         run the long schedules (TestFindsBugC without its knob: 75,000 intents)
+//	-repeat N     with -seed: replay N times, count how often each violation kind comes back
+//	              (go test's own -cpu 1 runs them with GOMAXPROCS=1)
 var (
 	flagSeed    = flag.Int64("seed", -1, "replay this seed only")
 	flagSeeds   = flag.Int("seeds", 0, "number of seeds TestSim runs (0: 500; 20 with -race; 50 with -short)")
@@ -37,6 +39,7 @@ var (
 	flagKeep    = flag.Bool("keep", false, "keep the data directories")
 	flagOut     = flag.String("out", "", "write each failed seed's report and events into this directory")
 	flagLong    = flag.Bool("long", false, "run the long schedules (TestFindsBugC without its knob)")
+	flagRepeat  = flag.Int("repeat", 1, "with -seed: replay it this many times and count how often each violation comes back")
 )
 
 // flagConfig is the Config the flags describe for seed.

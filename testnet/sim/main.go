@@ -182,10 +182,10 @@ func Search(t *testing.T, o SearchOptions) *SearchSummary {
 				delete(inflight, seed)
 				writeInflight()
 				if res != nil {
-					s.add(res)
 					if !res.OK() && o.Out != "" {
 						_ = res.WriteFiles(o.Out)
 					}
+					s.add(res)
 				}
 				mu.Unlock()
 			}
@@ -239,6 +239,34 @@ func foundText(m map[string]int) string {
 	return " (" + kv(m) + ")"
 }
 
+// Reproduce replays cfg n times, one after the other, and reports how many of the
+// runs found each violation kind: the replay's reproduction rate (goroutine
+// interleavings in a bubble are not deterministic; the schedule is).
+func Reproduce(t *testing.T, cfg Config, n int) string {
+	found := map[string]int{}
+	var lines []string
+	for i := range n {
+		res := Run(t, cfg)
+		kinds := map[string]bool{}
+		for _, v := range res.Violations {
+			kinds[v.Kind] = true
+		}
+		for k := range kinds {
+			found[k]++
+		}
+		lines = append(lines, fmt.Sprintf("  run %d: %s", i+1, res.Summary()))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d replayed %d times (GOMAXPROCS %d):\n%s\n", cfg.Seed, n, runtime.GOMAXPROCS(0), strings.Join(lines, "\n"))
+	if len(found) == 0 {
+		b.WriteString("no violation in any run\n")
+	}
+	for _, k := range sortedKeys(found) {
+		fmt.Fprintf(&b, "%s: %d of %d runs (%.0f%%)\n", k, found[k], n, 100*float64(found[k])/float64(n))
+	}
+	return b.String()
+}
+
 // ErrNoHarness: this build cannot run the simulator outside `go test` (see
 // testmain_go126.go).
 var ErrNoHarness = errors.New("sim: this build of baton has no test harness for the simulator " +
@@ -266,6 +294,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	progress := fs.Duration("progress", 10*time.Second, "interval of the progress line (stderr)")
 	events := fs.Bool("events", false, "with --seed: print every event as it happens")
 	keep := fs.Bool("keep", false, "keep the data directories")
+	repeat := fs.Int("repeat", 1, "with --seed: replay it this many times and count how often each violation comes back")
+	procs := fs.Int("procs", 0, "GOMAXPROCS for the run (0: unchanged; 1 makes replays more repeatable)")
 	fs.Usage = func() {
 		fs.SetOutput(stdout)
 		defer fs.SetOutput(stderr)
@@ -298,6 +328,19 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	base := Config{Devices: *nodes, Duration: *dur, Profile: *profile, TTL: *ttl, Tick: *tick, Knobs: k, Keep: *keep}
+	if *procs > 0 {
+		runtime.GOMAXPROCS(*procs)
+	}
+	if *seed >= 0 && *repeat > 1 {
+		base.Seed = *seed
+		var report string
+		if err := withT(func(t *testing.T) { report = Reproduce(t, base, *repeat) }); err != nil {
+			fmt.Fprintf(stderr, "baton sim: %v\n", err)
+			return 1
+		}
+		fmt.Fprint(stdout, report)
+		return 0
+	}
 	if *seed >= 0 {
 		return replayMain(base, *seed, *events, stdout, stderr)
 	}

@@ -9,6 +9,11 @@ import (
 // TestSim runs the seeds (-seeds, from -first) in parallel and fails on any
 // violation, printing each with its replay command; -seed N replays one seed.
 func TestSim(t *testing.T) {
+	if *flagSeed >= 0 && *flagRepeat > 1 {
+		cfg := flagConfig(t, *flagSeed)
+		t.Log(Reproduce(t, cfg, *flagRepeat))
+		return
+	}
 	if *flagSeed >= 0 {
 		cfg := flagConfig(t, *flagSeed)
 		if *flagEvents {
