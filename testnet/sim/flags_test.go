@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"os"
+	"os/exec"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -26,20 +27,21 @@ import (
 //	-repeat N     with -seed: replay N times, count how often each violation kind comes back
 //	              (go test's own -cpu 1 runs them with GOMAXPROCS=1)
 var (
-	flagSeed    = flag.Int64("seed", -1, "replay this seed only")
-	flagSeeds   = flag.Int("seeds", 0, "number of seeds TestSim runs (0: 500; 20 with -race; 50 with -short)")
-	flagFirst   = flag.Int64("first", 1, "first seed TestSim runs")
-	flagTime    = flag.Duration("time", 0, "virtual duration of each seed's fault phase (0: 10s, or the profile's)")
-	flagProfile = flag.String("profile", "", "fault mix and load (default: from the seed)")
-	flagNodes   = flag.Int("nodes", 0, "devices, 3 to 5 (default: from the seed)")
-	flagTTL     = flag.Duration("ttl", 0, "lease TTL (default 1s)")
-	flagTick    = flag.Duration("tick", 0, "signer tick (default 100ms)")
-	flagKnobs   = flag.String("knobs", "", "knobs that put fixed bugs back (epoch-only-claim, dedupe-count=N)")
-	flagEvents  = flag.Bool("events", false, "print every event of a replayed seed")
-	flagKeep    = flag.Bool("keep", false, "keep the data directories")
-	flagOut     = flag.String("out", "", "write each failed seed's report and events into this directory")
-	flagLong    = flag.Bool("long", false, "run the long schedules (TestFindsBugC without its knob)")
-	flagRepeat  = flag.Int("repeat", 1, "with -seed: replay it this many times and count how often each violation comes back")
+	flagSeed     = flag.Int64("seed", -1, "replay this seed only")
+	flagSeeds    = flag.Int("seeds", 0, "number of seeds TestSim runs (0: 500; 20 with -race; 50 with -short)")
+	flagFirst    = flag.Int64("first", 1, "first seed TestSim runs")
+	flagTime     = flag.Duration("time", 0, "virtual duration of each seed's fault phase (0: 10s, or the profile's)")
+	flagProfile  = flag.String("profile", "", "fault mix and load (default: from the seed)")
+	flagNodes    = flag.Int("nodes", 0, "devices, 3 to 5 (default: from the seed)")
+	flagTTL      = flag.Duration("ttl", 0, "lease TTL (default 1s)")
+	flagTick     = flag.Duration("tick", 0, "signer tick (default 100ms)")
+	flagKnobs    = flag.String("knobs", "", "knobs that put fixed bugs back (epoch-only-claim, dedupe-count=N)")
+	flagEvents   = flag.Bool("events", false, "print every event of a replayed seed")
+	flagKeep     = flag.Bool("keep", false, "keep the data directories")
+	flagOut      = flag.String("out", "", "write each failed seed's report and events into this directory")
+	flagLong     = flag.Bool("long", false, "run the long schedules (TestFindsBugC without its knob)")
+	flagSeedRand = flag.Bool("seedrand", true, "with -seed: seed math/rand's global source (Raft's election timeouts) from the seed")
+	flagRepeat   = flag.Int("repeat", 1, "with -seed: replay it this many times and count how often each violation comes back")
 )
 
 // flagConfig is the Config the flags describe for seed.
@@ -49,7 +51,7 @@ func flagConfig(t testing.TB, seed int64) Config {
 		t.Fatal(err)
 	}
 	return Config{Seed: seed, Devices: *flagNodes, Duration: *flagTime, Profile: *flagProfile, TTL: *flagTTL,
-		Tick: *flagTick, Knobs: k, Keep: *flagKeep}
+		Tick: *flagTick, Knobs: k, Keep: *flagKeep, SeedGlobalRand: *flagSeed >= 0 && *flagSeedRand}
 }
 
 func defaultSeeds() int {
@@ -67,12 +69,18 @@ func defaultSeeds() int {
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if args, ok := os.LookupEnv(harnessEnv); ok {
-		// A child process of TestMainStartHarness: be `baton sim`.
+		// A child process of TestMainStartHarness: be `baton sim`, whose workers are
+		// more children like this one.
+		workerCommand = func(args []string) (*exec.Cmd, error) {
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), harnessEnv+"="+strings.Join(args, " "))
+			return cmd, nil
+		}
 		os.Exit(Main(context.Background(), strings.Fields(args), os.Stdout, os.Stderr))
 	}
 	if os.Getenv("GOGC") == "" {
 		// The runs allocate a lot and keep little: collect less often.
-		debug.SetGCPercent(400)
+		debug.SetGCPercent(gcPercent)
 	}
 	os.Exit(m.Run())
 }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -36,7 +38,14 @@ type SearchOptions struct {
 	// Progress is the interval of the progress line on Log (0: none).
 	Progress time.Duration
 	Log      io.Writer
+
+	stop <-chan struct{} // closed: start no more seeds
 }
+
+func defaultParallel() int { return runtime.GOMAXPROCS(0) }
+
+// gcPercent is the GOGC of simulation processes: runs allocate much and keep little.
+const gcPercent = 400
 
 // SearchSummary is what a search found.
 type SearchSummary struct {
@@ -102,13 +111,24 @@ func kv64(m map[string]uint64) string {
 	return strings.Join(parts, ", ")
 }
 
-// Search runs the seeds of o inside t (each seed a subtest in its own synctest
-// bubble) and returns what they found. Seeds run o.Parallel at a time, by worker
-// goroutines that each call t.Run in turn (t.Parallel would start no subtest before
-// the loop creating them ends, and a search bounded by time has no end to wait for).
+// Search runs the seeds of o inside t, each a subtest in its own synctest bubble,
+// o.Parallel at a time, and returns what they found (the in-process search of
+// `go test`; `baton sim` runs its seeds in worker processes instead, see workers.go).
 func Search(t *testing.T, o SearchOptions) *SearchSummary {
+	return search(o, func(_ int, cfg Config) *Result {
+		var res *Result
+		t.Run(fmt.Sprint(cfg.Seed), func(t *testing.T) { res = Run(t, cfg) })
+		return res
+	})
+}
+
+// search is the loop of a search: o.Parallel goroutines (worker i always calls run
+// with i) take the next seed until the seeds or the time run out. Goroutines calling
+// t.Run in turn, not parallel subtests: t.Parallel would start no subtest before the
+// loop creating them returns, and a search bounded by time has no end to wait for.
+func search(o SearchOptions, run func(worker int, cfg Config) *Result) *SearchSummary {
 	if o.Parallel <= 0 {
-		o.Parallel = runtime.GOMAXPROCS(0)
+		o.Parallel = defaultParallel()
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
@@ -135,6 +155,11 @@ func Search(t *testing.T, o SearchOptions) *SearchSummary {
 		if o.Seeds > 0 && i >= int64(o.Seeds) {
 			return false
 		}
+		select {
+		case <-o.stop:
+			return false
+		default:
+		}
 		return o.For <= 0 || time.Since(start) < o.For
 	}
 	stopProgress := make(chan struct{})
@@ -160,7 +185,7 @@ func Search(t *testing.T, o SearchOptions) *SearchSummary {
 		}()
 	}
 	var wg sync.WaitGroup
-	for range o.Parallel {
+	for w := range o.Parallel {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -169,20 +194,18 @@ func Search(t *testing.T, o SearchOptions) *SearchSummary {
 				if !more(i) {
 					return
 				}
-				seed := o.First + i
+				cfg := o.Base
+				cfg.Seed = o.First + i
 				mu.Lock()
-				inflight[seed] = true
+				inflight[cfg.Seed] = true
 				writeInflight()
 				mu.Unlock()
-				cfg := o.Base
-				cfg.Seed = seed
-				var res *Result
-				t.Run(fmt.Sprint(seed), func(t *testing.T) { res = Run(t, cfg) })
+				res := run(w, cfg)
 				mu.Lock()
-				delete(inflight, seed)
+				delete(inflight, cfg.Seed)
 				writeInflight()
 				if res != nil {
-					if !res.OK() && o.Out != "" {
+					if !res.OK() && o.Out != "" && len(res.Events) > 0 {
 						_ = res.WriteFiles(o.Out)
 					}
 					s.add(res)
@@ -277,6 +300,7 @@ var ErrNoHarness = errors.New("sim: this build of baton has no test harness for 
 // (synctest.Test needs one) through withT. Exit status: 0 nothing found, 1
 // violations (or the harness failed), 2 usage.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	setMainPrefix(args)
 	fs := flag.NewFlagSet("baton sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	seed := fs.Int64("seed", -1, "replay this one seed (its report; --events: every event)")
@@ -295,7 +319,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	events := fs.Bool("events", false, "with --seed: print every event as it happens")
 	keep := fs.Bool("keep", false, "keep the data directories")
 	repeat := fs.Int("repeat", 1, "with --seed: replay it this many times and count how often each violation comes back")
-	procs := fs.Int("procs", 0, "GOMAXPROCS for the run (0: unchanged; 1 makes replays more repeatable)")
+	procs := fs.Int("procs", 0, "GOMAXPROCS of a replay (default 1: replays repeat best with one)")
+	worker := fs.Bool("worker", false, "internal: run the seeds read from stdin, one JSON result per line on stdout")
 	fs.Usage = func() {
 		fs.SetOutput(stdout)
 		defer fs.SetOutput(stderr)
@@ -328,8 +353,18 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	base := Config{Devices: *nodes, Duration: *dur, Profile: *profile, TTL: *ttl, Tick: *tick, Knobs: k, Keep: *keep}
-	if *procs > 0 {
-		runtime.GOMAXPROCS(*procs)
+	if *seed >= 0 || *worker {
+		// One seed at a time per process, on one P, with Raft's random source seeded:
+		// the closest a run gets to deterministic (see Config.SeedGlobalRand).
+		runtime.GOMAXPROCS(cmp.Or(*procs, 1))
+		if os.Getenv("GOGC") == "" {
+			debug.SetGCPercent(gcPercent) // as the package's tests: the same runs
+		}
+		if err := seedableGlobalRand(); err != nil {
+			fmt.Fprintf(stderr, "baton sim: %v\n", err)
+			return 1
+		}
+		base.SeedGlobalRand = true
 	}
 	if *seed >= 0 && *repeat > 1 {
 		base.Seed = *seed
@@ -347,17 +382,16 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *seeds == 0 && *forD == 0 {
 		*forD = 10 * time.Minute
 	}
+	if *worker {
+		return workerMain(base, *out, os.Stdin, stdout, stderr)
+	}
 	o := SearchOptions{Base: base, First: *first, Seeds: *seeds, For: *forD, Parallel: *parallel, Out: *out,
 		Progress: *progress, Log: stderr}
-	fmt.Fprintf(stderr, "sim: searching from seed %d (%s); failed seeds' reports go to %s\n", *first, searchBound(o), *out)
-	var sum *SearchSummary
-	err = withT(func(t *testing.T) { sum = Search(t, o) })
+	fmt.Fprintf(stderr, "sim: searching from seed %d (%s) in %d worker processes; failed seeds' reports go to %s\n",
+		*first, searchBound(o), cmp.Or(o.Parallel, defaultParallel()), *out)
+	sum, err := searchInWorkers(ctx, o, workerFlags(fs))
 	if err != nil {
 		fmt.Fprintf(stderr, "baton sim: %v\n", err)
-		return 1
-	}
-	if sum == nil {
-		fmt.Fprintln(stderr, "baton sim: the search did not run")
 		return 1
 	}
 	fmt.Fprint(stdout, sum.String())

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
+	mrand "math/rand"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -51,9 +52,14 @@ type Config struct {
 	Dir  string
 	Keep bool
 	// Logger receives the nodes' logs (nil: discarded).
-	Logger *slog.Logger
+	Logger *slog.Logger `json:"-"`
 	// Trace, if set, receives every event as it happens.
-	Trace func(Event)
+	Trace func(Event) `json:"-"`
+	// SeedGlobalRand seeds math/rand's global source from Seed when the run starts:
+	// Raft draws its election timeouts from it (it takes GODEBUG=randseednop=0, which
+	// the package's tests and `baton sim --seed` set). Only for a run alone in its
+	// process: parallel runs share the source.
+	SeedGlobalRand bool
 }
 
 func (c *Config) setDefaults() error {
@@ -120,7 +126,7 @@ func (c Config) Flags() []string {
 // ReplayCommand returns the commands that replay c's schedule.
 func (c Config) ReplayCommand() string {
 	flags := strings.Join(c.Flags(), " ")
-	return fmt.Sprintf("go test ./testnet/sim -run 'TestSim$' %s   (or: baton sim %s)", flags,
+	return fmt.Sprintf("go test ./testnet/sim -run 'TestSim$' -cpu 1 %s   (or: baton sim %s)", flags,
 		strings.ReplaceAll(" "+flags, " -", " --")[1:])
 }
 
@@ -237,6 +243,9 @@ func Run(t *testing.T, cfg Config) *Result {
 			res.Violations = append(res.Violations, Violation{Kind: VLeak, At: res.Virtual, Dev: -1,
 				Detail: msg + "\n" + bubbleStacks()})
 		}()
+		if cfg.SeedGlobalRand {
+			mrand.Seed(cfg.Seed) //lint:ignore SA1019 the point is the global source Raft uses
+		}
 		synctest.Test(t, func(t *testing.T) {
 			w, err := newWorld(cfg)
 			if err != nil {
