@@ -58,16 +58,7 @@ func (w *world) do(a action) {
 // found) and registers its undo under a.ID. It reports whether it did anything.
 func (w *world) inject(a action, dev int) (bool, string) {
 	rng := rngFor(a)
-	needDev := a.Target != AnyDevice || a.DevLinks != 0 || dev >= 0
-	switch a.Kind {
-	case FDup, FReorder, FPartition, FLeadership, FSteal:
-		needDev = a.Target == Leader
-	case FOneWay:
-		needDev = a.DevLinks != 0
-	case FDelay:
-		needDev = a.DevLinks != 0
-	}
-	if needDev && dev < 0 {
+	if needsDevice(a) && dev < 0 {
 		return false, ""
 	}
 	switch a.Kind {
@@ -89,12 +80,12 @@ func (w *world) inject(a action, dev int) (bool, string) {
 		}
 		w.mu.Lock()
 		w.linkFs[a.ID] = linkFault{links: links, f: a.Faults}
-		w.active[a.ID] = &activeFault{undo: func() {
+		w.active[a.ID] = func() {
 			w.mu.Lock()
 			delete(w.linkFs, a.ID)
 			w.mu.Unlock()
 			w.applyLinks()
-		}}
+		}
 		w.mu.Unlock()
 		w.applyLinks()
 		if dev >= 0 {
@@ -184,14 +175,17 @@ func (w *world) inject(a action, dev int) (bool, string) {
 			return false, ""
 		}
 		// Marked removed first: a change whose future fails (leadership lost) may
-		// still commit. The re-join checks the configuration itself.
+		// still commit, so the re-join checks the configuration itself. Its undo is
+		// registered once the change is over (a re-join racing the removal would find
+		// the device still a member); a heal due earlier finds none, and the final
+		// heal re-joins every device marked removed.
 		d.mu.Lock()
 		d.removed = true
 		d.mu.Unlock()
-		w.setUndo(a.ID, func() { w.rejoin(d) })
 		err := w.membership(func(r *raft.Raft) raft.Future {
 			return r.RemoveServer(raft.ServerID(d.id), 0, w.cfg.TTL)
 		})
+		w.setUndo(a.ID, func() { w.rejoin(d) })
 		return true, fmt.Sprintf("remove dev%d: %s", dev, errText(err))
 
 	case FLeadership:
@@ -256,6 +250,19 @@ func (w *world) lateRenewal(a action, h int) (bool, string) {
 		delay.Round(time.Millisecond), l, back)
 }
 
+// needsDevice reports whether fault a acts on one device (its Dev, or its Target
+// resolved when it runs). Link faults given as a list of links need none; a steal
+// picks its own device.
+func needsDevice(a action) bool {
+	switch a.Kind {
+	case FDelay, FLoss, FDup, FReorder, FPartition, FOneWay, FSlowFwd:
+		return a.DevLinks != 0
+	case FSteal:
+		return false
+	}
+	return true
+}
+
 func errText(err error) string {
 	if err == nil {
 		return "ok"
@@ -265,7 +272,7 @@ func errText(err error) string {
 
 func (w *world) setUndo(id int, f func()) {
 	w.mu.Lock()
-	w.active[id] = &activeFault{undo: f}
+	w.active[id] = f
 	w.mu.Unlock()
 }
 
@@ -276,7 +283,7 @@ func (w *world) heal(id int) {
 	delete(w.active, id)
 	w.mu.Unlock()
 	if f != nil {
-		f.undo()
+		f()
 		w.ev.add(-1, "heal", "#%d", id)
 	}
 }

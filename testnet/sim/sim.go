@@ -307,17 +307,13 @@ type world struct {
 	vcount     map[string]int // violations found, by kind (at most keptPerKind kept)
 	faults     map[string]int
 	skipped    int
-	active     map[int]*activeFault // fault ID -> its undo
-	linkFs     map[int]linkFault    // active link faults by fault ID
-	stopLoad   bool                 // the fault phase is over: clients start no new intents
-	healed     bool                 // faults are over: restarted devices stay up
-	stepped    bool                 // some clock was stepped (the failover bound doubles)
-	faultFree  bool                 // nothing at all was injected
-	giveUpAt   time.Time            // clients stop retrying (zero: never)
-}
-
-type activeFault struct {
-	undo func()
+	active     map[int]func()    // fault ID -> its undo
+	linkFs     map[int]linkFault // active link faults by fault ID
+	stopLoad   bool              // the fault phase is over: clients start no new intents
+	healed     bool              // the fault phase is over: actions that start now do nothing
+	stepped    bool              // some clock was stepped (the failover bound doubles)
+	faultFree  bool              // nothing at all was injected
+	giveUpAt   time.Time         // clients stop retrying (zero: never)
 }
 
 type linkFault struct {
@@ -344,7 +340,7 @@ func (w *world) electionTimeout() time.Duration { return w.cfg.TTL / 5 }
 func newWorld(cfg Config) (*world, error) {
 	prof, _ := LookupProfile(cfg.Profile)
 	w := &world{cfg: cfg, prof: prof, start: time.Now(), done: make(chan struct{}), recovering: make(chan struct{}),
-		vseen: map[string]bool{}, vcount: map[string]int{}, faults: map[string]int{}, active: map[int]*activeFault{}, linkFs: map[int]linkFault{},
+		vseen: map[string]bool{}, vcount: map[string]int{}, faults: map[string]int{}, active: map[int]func(){}, linkFs: map[int]linkFault{},
 		index: map[raft.ServerAddress]int{}}
 	w.ev = newEventRing(w.start, cfg.Trace)
 	dir, err := os.MkdirTemp(cfg.Dir, fmt.Sprintf("baton-sim-%d-", cfg.Seed))
