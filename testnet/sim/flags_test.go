@@ -26,6 +26,7 @@ import (
 //	-long         run the long schedules (TestFindsBugC without its knob: 75,000 intents)
 //	-repeat N     with -seed: replay N times, count how often each violation kind comes back
 //	              (go test's own -cpu 1 runs them with GOMAXPROCS=1)
+//	-known K,K    violation kinds TestSim only logs (e.g. equivocation while bug a is open)
 var (
 	flagSeed     = flag.Int64("seed", -1, "replay this seed only")
 	flagSeeds    = flag.Int("seeds", 0, "number of seeds TestSim runs (0: 500; 20 with -race; 50 with -short)")
@@ -42,6 +43,7 @@ var (
 	flagLong     = flag.Bool("long", false, "run the long schedules (TestFindsBugC without its knob)")
 	flagSeedRand = flag.Bool("seedrand", true, "with -seed: seed math/rand's global source (Raft's election timeouts) from the seed")
 	flagRepeat   = flag.Int("repeat", 1, "with -seed: replay it this many times and count how often each violation comes back")
+	flagKnown    = flag.String("known", "", "violation kinds TestSim logs without failing (while the bugs they stand for are being fixed)")
 )
 
 // flagConfig is the Config the flags describe for seed.
@@ -68,14 +70,14 @@ func defaultSeeds() int {
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	// Workers (TestSim's, findsBug's, a harness child's) are this binary again, as
+	// `baton sim` (below).
+	workerCommand = func(args []string) (*exec.Cmd, error) {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), harnessEnv+"="+strings.Join(args, " "))
+		return cmd, nil
+	}
 	if args, ok := os.LookupEnv(harnessEnv); ok {
-		// A child process of TestMainStartHarness: be `baton sim`, whose workers are
-		// more children like this one.
-		workerCommand = func(args []string) (*exec.Cmd, error) {
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), harnessEnv+"="+strings.Join(args, " "))
-			return cmd, nil
-		}
 		os.Exit(Main(context.Background(), strings.Fields(args), os.Stdout, os.Stderr))
 	}
 	if os.Getenv("GOGC") == "" {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	mrand "math/rand"
@@ -53,33 +52,39 @@ func setMainPrefix(args []string) {
 	}
 }
 
-// workerFlags are the flags of fs that shape a run (passed on to the workers).
-func workerFlags(fs *flag.FlagSet) []string {
-	pass := map[string]bool{"time": true, "profile": true, "nodes": true, "ttl": true, "tick": true,
-		"knobs": true, "keep": true, "out": true}
-	var out []string
-	fs.Visit(func(f *flag.Flag) {
-		if pass[f.Name] {
-			out = append(out, "--"+f.Name+"="+f.Value.String())
-		}
-	})
-	if fs.Lookup("out").Value.String() != "" && !hasFlag(out, "out") {
-		out = append(out, "--out="+fs.Lookup("out").Value.String())
+// workerArgs are the flags of `baton sim --worker` that make its runs c's (but for
+// the seed), writing failed seeds' files to out.
+func workerArgs(c Config, out string) []string {
+	args := []string{"--worker"}
+	add := func(name, val string) { args = append(args, "--"+name+"="+val) }
+	if c.Duration != 0 {
+		add("time", c.Duration.String())
 	}
-	return out
+	if c.Profile != "" {
+		add("profile", c.Profile)
+	}
+	if c.Devices != 0 {
+		add("nodes", strconv.Itoa(c.Devices))
+	}
+	if c.TTL != 0 {
+		add("ttl", c.TTL.String())
+	}
+	if c.Tick != 0 {
+		add("tick", c.Tick.String())
+	}
+	if k := c.Knobs.String(); k != "" {
+		add("knobs", k)
+	}
+	if c.Keep {
+		add("keep", "true")
+	}
+	add("out", out)
+	return args
 }
 
-func hasFlag(flags []string, name string) bool {
-	for _, f := range flags {
-		if strings.HasPrefix(f, "--"+name+"=") {
-			return true
-		}
-	}
-	return false
-}
-
-// searchInWorkers runs o's seeds in o.Parallel worker processes started with flags.
-func searchInWorkers(ctx context.Context, o SearchOptions, flags []string) (*SearchSummary, error) {
+// searchInWorkers runs o's seeds in o.Parallel worker processes.
+func searchInWorkers(ctx context.Context, o SearchOptions) *SearchSummary {
+	flags := workerArgs(o.Base, o.Out)
 	if o.Parallel <= 0 {
 		o.Parallel = defaultParallel()
 	}
@@ -112,7 +117,7 @@ func searchInWorkers(ctx context.Context, o SearchOptions, flags []string) (*Sea
 		}
 		return res
 	})
-	return s, nil
+	return s
 }
 
 func crashResult(cfg Config, err error, tail string) *Result {
@@ -132,7 +137,7 @@ type workerProc struct {
 }
 
 func startWorker(flags []string) (*workerProc, error) {
-	cmd, err := workerCommand(append([]string{"--worker"}, flags...))
+	cmd, err := workerCommand(flags)
 	if err != nil {
 		return nil, err
 	}
@@ -202,8 +207,8 @@ func (t *tailBuffer) String() string {
 }
 
 // workerMain is `baton sim --worker`: run the seeds read from in, one at a time,
-// answering each with its Result as one JSON line (events stripped: a failed seed's
-// files are written to out here).
+// answering each with its Result as one JSON line (without the run's 4096 events: a
+// failed seed's files are written to out here).
 func workerMain(base Config, out string, in io.Reader, stdout, stderr io.Writer) int {
 	enc := json.NewEncoder(stdout)
 	err := withT(func(t *testing.T) {
@@ -226,10 +231,7 @@ func workerMain(base Config, out string, in io.Reader, stdout, stderr io.Writer)
 					fmt.Fprintf(stderr, "baton sim --worker: %v\n", err)
 				}
 			}
-			res.Events = nil
-			for i := range res.Violations {
-				res.Violations[i].Events = nil
-			}
+			res.Events = nil // in the files; each violation keeps the events before it
 			if err := enc.Encode(res); err != nil {
 				fmt.Fprintf(stderr, "baton sim --worker: %v\n", err)
 				return
