@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // harnessEnv makes the test binary run Main with the variable's value as arguments
@@ -60,4 +61,13 @@ func TestMainStartHarness(t *testing.T) {
 	if code, _, stderr = runMainChild(t, "--knobs bogus"); code != 2 || !strings.Contains(stderr, "unknown knob") {
 		t.Fatalf("bad knob: exit %d\n%s", code, stderr)
 	}
+}
+
+// TestSearchInProcess: Search runs seeds as subtests of one test, in this process.
+func TestSearchInProcess(t *testing.T) {
+	sum := Search(t, SearchOptions{Base: Config{Profile: "calm", Duration: 2 * time.Second}, First: 7, Seeds: 2, Parallel: 2})
+	if sum.Seeds != 2 || sum.Virtual < 4*time.Second {
+		t.Fatalf("ran %d seeds, %v virtual:\n%s", sum.Seeds, sum.Virtual, sum)
+	}
+	t.Log(sum)
 }
