@@ -107,6 +107,7 @@ func (w *world) probe(within time.Duration) (time.Duration, bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.TTL)
 		r, err := n.Submit(ctx, in, node.WaitCommitted)
 		cancel()
+		w.ev.add(dev, "probe", "submitted: index %d, %s", r.Index, errText(err))
 		if err == nil {
 			w.chk.ack(in.ID, r)
 			acked = true
