@@ -45,6 +45,11 @@ var bugCases = map[string]bugCase{
 // findsBug runs c's seeds in worker processes (as TestSim does: a seed it names
 // replays) and reports the seeds that found the bug.
 func findsBug(t *testing.T, c bugCase) {
+	if raceEnabled {
+		// Ten times slower and no data race to find that TestSim's seeds would miss:
+		// these run in `go test ./testnet/sim` (no -race).
+		t.Skip("skipped under -race")
+	}
 	o := SearchOptions{Base: Config{Profile: c.profile, Duration: c.dur, Knobs: c.knobs}, First: c.first, Seeds: c.seeds}
 	sum := searchInWorkers(context.Background(), o)
 	var seeds []int64
