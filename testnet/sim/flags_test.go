@@ -31,7 +31,7 @@ var (
 	flagSeed     = flag.Int64("seed", -1, "replay this seed only")
 	flagSeeds    = flag.Int("seeds", 0, "number of seeds TestSim runs (0: 500; 20 with -race; 50 with -short)")
 	flagFirst    = flag.Int64("first", 1, "first seed TestSim runs")
-	flagTime     = flag.Duration("time", 0, "virtual duration of each seed's fault phase (0: 10s, or the profile's)")
+	flagTime     = flag.Duration("time", 0, "virtual duration of each seed's fault phase (0: 8s, or the profile's)")
 	flagProfile  = flag.String("profile", "", "fault mix and load (default: from the seed)")
 	flagNodes    = flag.Int("nodes", 0, "devices, 3 to 5 (default: from the seed)")
 	flagTTL      = flag.Duration("ttl", 0, "lease TTL (default 1s)")

@@ -307,7 +307,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	seeds := fs.Int("seeds", 0, "seeds to run (0: until --for has passed)")
 	first := fs.Int64("first", 1, "first seed")
 	forD := fs.Duration("for", 0, "wall-clock bound of the search: no seed starts after it (default 10m with --seeds 0)")
-	dur := fs.Duration("time", 0, "virtual duration of each seed's fault phase (0: 10s, or the profile's)")
+	dur := fs.Duration("time", 0, "virtual duration of each seed's fault phase (0: 8s, or the profile's)")
 	profile := fs.String("profile", "", "fault mix and load: "+strings.Join(ProfileNames(), ", ")+" (default: from the seed)")
 	nodes := fs.Int("nodes", 0, "devices, 3 to 5 (default: from the seed)")
 	ttl := fs.Duration("ttl", 0, "lease TTL (default 1s)")

@@ -26,7 +26,7 @@ import (
 
 // Defaults for Config fields left zero.
 const (
-	DefaultDuration = 10 * time.Second
+	DefaultDuration = 8 * time.Second
 	DefaultTTL      = time.Second
 	DefaultTick     = 100 * time.Millisecond
 )
