@@ -5,17 +5,14 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/batonhq/baton/internal/knobs"
 	"github.com/batonhq/baton/signer/node"
 )
 
 // Knobs re-introduce fixed bugs for one run, so that a test can show the simulator
-// still finds them. They mirror internal/knobs.Intentlog on the state machine's
-// branch: every replica of a run gets the same knobs (they change the apply).
-//
-// On this branch the knobs cannot be set yet (no node or intentlog field takes
-// them), and they do not need to be: the code still has both bugs. applyKnobs says
-// so (KnobsWired is false); once the hook exists it sets it, and the tests that turn
-// a knob on keep finding the bug on the fixed code.
+// still finds them. They are internal/knobs.Intentlog's, passed to every device's
+// node (node.Config.Knobs.Intentlog): every replica of a run gets the same knobs
+// (they change the apply).
 type Knobs struct {
 	// EpochOnlyClaim: a claim's compare-and-set checks only the epoch, not the
 	// record's revision (bug b: a renewal landing after the claimant's read barrier
@@ -26,19 +23,20 @@ type Knobs struct {
 	DedupeCount int
 }
 
-// KnobsWired reports whether applyKnobs can pass knobs to the code under test. While
-// it is false a run with knobs runs the code as it is (which, on this branch, still
-// has the bugs the knobs put back).
-const KnobsWired = false
+// KnobsWired reports whether applyKnobs passes knobs to the code under test (it
+// does: node.Config.Knobs.Intentlog).
+const KnobsWired = true
 
-// applyKnobs sets k on one device's node configuration.
-//
-// Hook wanted (see the report): node.Knobs.Intentlog *knobs.Intentlog, passed to
-// intentlog.Config.Knobs. Then this becomes
-//
-//	cfg.Knobs.Intentlog = &knobs.Intentlog{EpochOnlyClaim: k.EpochOnlyClaim, DedupeCount: k.DedupeCount}
+// applyKnobs sets k on one device's node configuration (cfg.Knobs, which carries the
+// simulator's BeforePropose hook, is kept).
 func applyKnobs(k Knobs, cfg *node.Config) {
-	_ = cfg
+	if k == (Knobs{}) {
+		return
+	}
+	if cfg.Knobs == nil {
+		cfg.Knobs = &knobs.Node{}
+	}
+	cfg.Knobs.Intentlog = &knobs.Intentlog{EpochOnlyClaim: k.EpochOnlyClaim, DedupeCount: k.DedupeCount}
 }
 
 // String is the form ParseKnobs reads: "epoch-only-claim,dedupe-count=64" ("" for
