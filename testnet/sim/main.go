@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -60,6 +61,10 @@ type SearchSummary struct {
 	Replay    map[int64]string  // the failed seeds' replay commands
 	Net       map[string]uint64 // messages dropped, duplicated, held, in all
 	Failovers []time.Duration   // the probe's failover of each seed
+	// RaftFutureLeaks sums Result.RaftFutureLeaks; RaftLeakSeeds names the first
+	// seeds that had one.
+	RaftFutureLeaks int
+	RaftLeakSeeds   []int64
 }
 
 // PerMinute is the search's rate.
@@ -82,6 +87,10 @@ func (s *SearchSummary) String() string {
 		sort.Slice(fo, func(i, j int) bool { return fo[i] < fo[j] })
 		fmt.Fprintf(&b, "failover after the faults (probe signed): median %v, p99 %v, max %v\n",
 			fo[len(fo)/2].Round(time.Millisecond), fo[len(fo)*99/100].Round(time.Millisecond), fo[len(fo)-1].Round(time.Millisecond))
+	}
+	if s.RaftFutureLeaks > 0 {
+		fmt.Fprintf(&b, "not violations: %d goroutines left waiting on a hashicorp/raft future after Shutdown (hashicorp/raft#498), seeds %v\n",
+			s.RaftFutureLeaks, s.RaftLeakSeeds)
 	}
 	if len(s.Found) == 0 {
 		b.WriteString("violations: none\n")
@@ -235,6 +244,13 @@ func (s *SearchSummary) add(r *Result) {
 	}
 	if r.Failover >= 0 {
 		s.Failovers = append(s.Failovers, r.Failover)
+	}
+	if r.RaftFutureLeaks > 0 {
+		s.RaftFutureLeaks += r.RaftFutureLeaks
+		if len(s.RaftLeakSeeds) < 20 {
+			s.RaftLeakSeeds = append(s.RaftLeakSeeds, r.Config.Seed)
+			slices.Sort(s.RaftLeakSeeds)
+		}
 	}
 	if r.OK() {
 		return
