@@ -19,7 +19,9 @@
 //     while there is no leader, abandoned on a leader change, transport's errors;
 //     the leader applies a late request within what the caller had left when it
 //     sent it, counted from its arrival: a proposal delivered after its proposer
-//     gave up);
+//     gave up), and carries Network.Call to one member's Handlers.Call (the
+//     submissions other devices forward to the lease holder) with transport's
+//     errors;
 //   - each device's clock (Clock): wall offset (steps), rate (0.9x-1.1x), pauses;
 //   - crashes (kill -9: the node killed with its network cut first; the clean
 //     marker of state.db removed, since the process never closed it) and power cuts
@@ -28,7 +30,7 @@
 //     the same data dir;
 //   - pauses: SIGSTOP (the clock's readings both catch up on resume) or a suspend
 //     (only the wall reading does); the endpoints freeze (nothing sent, arrivals held
-//     and delivered on resume) and proposals wait (node.Knobs.BeforePropose);
+//     and delivered on resume) and proposals wait (knobs.Node.BeforePropose);
 //   - clients that submit to any device and retry the same ID after errors and
 //     timeouts; releases, transfers, operator steals, Raft leadership transfers,
 //     member removal and re-join (through the leader's raft.Raft: node.New has no

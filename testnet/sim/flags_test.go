@@ -23,10 +23,10 @@ import (
 //	-events       print every event of a replayed seed as it happens
 //	-keep         keep the data directories
 //	-out DIR      write each failed seed's report and all its events there
-//	-long         run the long schedules (TestFindsBugC without its knob: 75,000 intents)
+//	-long         run the long schedules (TestFindsBugC: the old window size, 75,000 intents, no knob)
 //	-repeat N     with -seed: replay N times, count how often each violation kind comes back
 //	              (go test's own -cpu 1 runs them with GOMAXPROCS=1)
-//	-known K,K    violation kinds TestSim only logs (e.g. equivocation while bug a is open)
+//	-known K,K    violation kinds TestSim only logs (while a bug they stand for is being fixed)
 var (
 	flagSeed     = flag.Int64("seed", -1, "replay this seed only")
 	flagSeeds    = flag.Int("seeds", 0, "number of seeds TestSim runs (0: 500; 20 with -race; 50 with -short)")
