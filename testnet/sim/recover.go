@@ -127,7 +127,7 @@ func (w *world) probe(within time.Duration) (time.Duration, bool) {
 
 // converged: every device up, all at the same head, nothing pending.
 func (w *world) converged() bool {
-	var head [32]byte
+	var head, genesis [32]byte
 	var seq uint64
 	for i, d := range w.devs {
 		n, _ := d.node()
@@ -135,12 +135,13 @@ func (w *world) converged() bool {
 			return false
 		}
 		v := n.Log().View()
-		if v.Pending > 0 {
+		// Every device has applied the one genesis the bootstrapper wrote.
+		if v.Pending > 0 || v.Genesis.Index == 0 {
 			return false
 		}
 		if i == 0 {
-			head, seq = v.Head.Hash, v.Head.Seq
-		} else if v.Head.Seq != seq || v.Head.Hash != head {
+			head, seq, genesis = v.Head.Hash, v.Head.Seq, v.Genesis.Hash
+		} else if v.Head.Seq != seq || v.Head.Hash != head || v.Genesis.Hash != genesis {
 			return false
 		}
 	}
