@@ -129,6 +129,13 @@ var seedRegressions = []struct {
 	// snapshot for a lost entry): panic at the restart, then no_convergence. In 4
 	// of 5 replays before the fix (intentlog.checkRaftEntries).
 	{4334, "a log gap under an installed snapshot refused as corruption at restart"},
+	// The holder's renewal (ts = rec.TS+1, its wall clock behind the record) timed
+	// out on delayed links and was retried with the same ts; the first one, applied
+	// everywhere else, reached the holder late, which counted its hold from the last
+	// retry and signed while another device, a TTL after it had applied the renewal,
+	// claimed the next epoch: hold_overlap, in 5 of 5 replays before the fix
+	// (election.Lease.uniqueTSLocked).
+	{4634, "renewal retries sharing one ts: the hold counted from the last retry"},
 }
 
 func TestSeedRegressions(t *testing.T) {
