@@ -119,6 +119,7 @@ type Lease struct {
 	havePrev  bool
 	skewNoted bool // SkewSuspicions already counted for cur
 	writes    []write
+	lastTS    int64 // the largest ts this Lease has proposed (uniqueTSLocked)
 	everHeld  bool
 	standoff  time.Duration
 	yielding  bool   // a release or transfer of yieldEpoch was proposed: do not hold it
@@ -408,7 +409,7 @@ func (l *Lease) Renew(ctx context.Context) (bool, error) {
 	now, mono := l.clock.Now(), l.clock.Mono()
 	// ts must change the record (observers restart their count on a change, and the
 	// memory of this write is keyed by it) even if the wall clock stepped back.
-	ts := max(now.UnixMilli(), rec.TS+1)
+	ts := l.uniqueTSLocked(max(now.UnixMilli(), rec.TS+1))
 	e := intentlog.RenewEntry{Holder: l.self, Epoch: rec.Epoch, PrevRev: rec.Rev, TS: ts}
 	l.addWriteLocked(write{epoch: e.Epoch, ts: ts, mono: mono, wall: now})
 	l.stats.RenewsProposed++
@@ -556,7 +557,7 @@ func (l *Lease) claimEntryLocked(rec intentlog.Lease, reason string) intentlog.C
 		Holder:  l.self,
 		Epoch:   rec.Epoch + 1,
 		PrevRev: rec.Rev,
-		TS:      now.UnixMilli(),
+		TS:      l.uniqueTSLocked(now.UnixMilli()),
 		TTL:     l.pol.TTL.Milliseconds(),
 		Force:   reason != "",
 		Reason:  reason,
@@ -745,6 +746,19 @@ func (l *Lease) ownLocked(rec intentlog.Lease) OwnWrite {
 		}
 	}
 	return own
+}
+
+// uniqueTSLocked returns ts, raised above every ts this Lease has proposed before, and
+// remembers it. The record names a write by (epoch, ts) alone: two proposals with one
+// key (retries of a renewal whose outcome was unknown while the wall clock was behind
+// the record: ts = rec.TS+1 each time) would make the record of the first one, applied
+// late, count from the last one's proposal time, and the hold would outlast what
+// others allow it (seed 4634 of testnet/sim: a hold_overlap). Raising ts costs
+// nothing: a ts ahead of this device's wall clock only delays others' lapse.
+func (l *Lease) uniqueTSLocked(ts int64) int64 {
+	ts = max(ts, l.lastTS+1)
+	l.lastTS = ts
+	return ts
 }
 
 func (l *Lease) addWriteLocked(w write) {

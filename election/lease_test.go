@@ -939,3 +939,52 @@ func TestBumpMovesOwnHoldToNextEpoch(t *testing.T) {
 		t.Fatalf("bump by another device: %v", err)
 	}
 }
+
+// Retries of a renewal whose outcome is unknown, on a replica that has not applied the
+// first one yet, while the wall clock is behind the record (so ts would be rec.TS+1
+// each time), must not share a key: when the first renewal shows up, the hold counts
+// from its proposal, not from the last retry's (seed 4634 of testnet/sim, a
+// hold_overlap: the others lapsed the record a TTL after they applied it, while the
+// holder still signed on its last retry's window).
+func TestRenewRetriesHaveDistinctTS(t *testing.T) {
+	c := newCluster("a")
+	a := newDev(t, c, "a")
+	mustClaim(t, a)
+	a.clk.AdvanceWall(-time.Minute) // the wall clock behind the record's ts
+	a.log.freeze()
+	a.log.gate = make(chan struct{}) // Propose does not catch the frozen view up
+	c.intercept = func(ctx context.Context, from string, e intentlog.Entry) (bool, error) {
+		return true, errors.New("timed out") // applied (or refused), outcome unknown
+	}
+	start := a.clk.Mono()
+	a.clk.Advance(lTTL / 2) // renewal due
+	if _, err := a.l.RenewOrClaim(ctxT(t)); err == nil {
+		t.Fatal("renewal with an unknown outcome: no error")
+	}
+	first := a.clk.Mono()
+	for _, step := range []time.Duration{lTTL / 10, lTTL / 20} {
+		a.clk.Advance(step)
+		_, _ = a.l.RenewOrClaim(ctxT(t))
+	}
+	var tss []int64
+	for _, e := range c.entries("a") {
+		if r, ok := e.(intentlog.RenewEntry); ok {
+			tss = append(tss, r.TS)
+		}
+	}
+	if len(tss) != 3 || tss[0] == tss[1] || tss[1] == tss[2] || tss[0] == tss[2] {
+		t.Fatalf("renewal retries' ts %v: want three distinct", tss)
+	}
+	if rec := c.record(); rec.TS != tss[0] {
+		t.Fatalf("record %+v: want the first renewal applied", rec)
+	}
+	a.log.thaw() // the replica applies the first renewal
+	if !a.l.Holds() {
+		t.Fatal("no hold once the first renewal is applied")
+	}
+	window := time.Duration(float64(lTTL) * a.l.Policy().SignFraction)
+	a.clk.Advance(first + window - a.clk.Mono() + time.Millisecond)
+	if a.l.Holds() {
+		t.Fatalf("still holding %v after the first renewal's proposal (window %v from %v)", a.clk.Mono()-first, window, start)
+	}
+}

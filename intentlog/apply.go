@@ -625,6 +625,13 @@ func (a *applier) commit(idx uint64, e CommitEntry) Result {
 		}
 		res.Intents = append(res.Intents, d.result(op.ID))
 	}
+	if a.knobs.DedupeCount > 0 {
+		// The knob's count window bounds the carried ops too (they enter the window
+		// here, not through dedupePut): the old window forgot whatever came in.
+		for a.m.DedupeCount > uint64(a.knobs.DedupeCount) {
+			a.evictOldest()
+		}
+	}
 	must(a.bucket(bChain).Put(u64key(seq), sealChain(e.Raw)))
 	a.m.Head = Head{Seq: seq, Hash: hash, Epoch: info.Epoch, Signer: info.Signer}
 	if a.m.Chain == "" {

@@ -379,3 +379,27 @@ func mustEncode(t testing.TB, e Entry) []byte {
 	}
 	return b
 }
+
+// The knob's count window bounds carried ops too (they enter the window with their
+// commit, not through an intents entry): a carried ID is forgotten once more than N
+// came after it, and carrying it again is accepted (the old bug, on today's path).
+func TestKnobDedupeCountCarried(t *testing.T) {
+	h := newHarness(t)
+	h.f.knobs = knobs.Intentlog{DedupeCount: 2}
+	held(h)
+	if r, _ := h.commitOps(5000, put("a", "c/1", ""), put("b", "c/2", "")); !r.Accepted {
+		t.Fatalf("commit a b: %+v", r)
+	}
+	if r, _ := h.commitOps(5001, put("c", "c/3", "")); !r.Accepted { // evicts a
+		t.Fatalf("commit c: %+v", r)
+	}
+	if v := h.f.View(); v.Remembered != 2 {
+		t.Fatalf("remembered %d, want the knob's 2", v.Remembered)
+	}
+	if _, ok := status(t, h.f, "a"); ok {
+		t.Fatal("with the knob, a should have been evicted")
+	}
+	if r, _ := h.commitOps(5002, put("a", "c/1", "")); !r.Accepted {
+		t.Fatalf("carrying evicted a again: %+v", r)
+	}
+}

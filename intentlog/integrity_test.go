@@ -3,6 +3,7 @@ package intentlog
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -270,4 +271,53 @@ func highWater(t *testing.T, path string) int64 {
 	var size int64
 	_ = db.View(func(tx *bolt.Tx) error { size = tx.Size(); return nil })
 	return size
+}
+
+// A gap in the log at or below the latest snapshot is how hashicorp/raft leaves a
+// follower that installed the leader's snapshot while its own log was behind (it
+// keeps its old entries and appends the leader's after the snapshot's index): Open
+// accepts it, since Raft starts from the snapshot and never reads there. A gap above
+// the snapshot is still refused (seed 4334 of testnet/sim).
+func TestOpenAcceptsLogGapUnderSnapshot(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	for i := range 8 {
+		c.propose(one(put(fmt.Sprintf("a%d", i), "c/1", "v")))
+	}
+	nd := c.nodes[0]
+	if err := nd.log.Raft().Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	snap := nd.log.Raft().LastIndex()
+	for i := range 4 {
+		c.propose(one(put(fmt.Sprintf("b%d", i), "c/1", "v")))
+	}
+	dir := nd.dir
+	c.stop(0)
+	if got := latestSnapshotIndex(dir); got != snap {
+		t.Fatalf("latest snapshot index %d, want %d", got, snap)
+	}
+	deleteEntries := func(min, max uint64) {
+		t.Helper()
+		s, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, RaftFile)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteRange(min, max); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deleteEntries(snap-2, snap) // a gap ending at the snapshot
+	l, err := openDir(t, dir, "n0")
+	if err != nil {
+		t.Fatalf("Open with a gap under the snapshot: %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deleteEntries(snap+1, snap+1) // the first entry after it
+	_, err = openDir(t, dir, "n0")
+	wantCorruptFile(t, err, snap+1)
 }

@@ -122,6 +122,7 @@ func (c *cli) root() *cobra.Command {
 		c.verifyCmd(), c.repairCmd(), c.passthrough("demo", "three devices in one process: watch a failover", cmdDemo),
 		c.passthrough("drill", "run a failover drill (testnet)", cmdDrill),
 		c.passthrough("bench", "run benchmarks (testnet/bench)", cmdBench),
+		c.passthrough("sim", "simulate: seeded fault schedules in virtual time (testnet/sim)", cmdSim),
 		c.versionCmd(), c.manCmd(),
 	} {
 		sub.GroupID = "tools"
@@ -160,7 +161,7 @@ func requireSubcommands(cmd *cobra.Command) {
 }
 
 // passthrough is a command that parses its own arguments (demo with c.flagSet;
-// drill and bench in testnet, which print their own help).
+// drill, bench and sim in testnet, which print their own help).
 func (c *cli) passthrough(name, short string, fn func(context.Context, *cli, []string) error) *cobra.Command {
 	return &cobra.Command{
 		Use:                name + " [flags]",
@@ -200,7 +201,7 @@ func (c *cli) main(ctx context.Context, args []string) int {
 			fmt.Fprintf(c.stderr, "baton: unknown command %q (see `baton help`)\n", strings.Join(args[1:], " "))
 			return 2
 		}
-		if cmd.DisableFlagParsing { // demo, drill and bench print their own help
+		if cmd.DisableFlagParsing { // demo, drill, bench and sim print their own help
 			return c.exit(cmd, cmd.RunE(cmd, []string{"--help"}))
 		}
 	}

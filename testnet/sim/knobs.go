@@ -1,0 +1,76 @@
+package sim
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/batonhq/baton/internal/knobs"
+	"github.com/batonhq/baton/signer/node"
+)
+
+// Knobs re-introduce fixed bugs for one run, so that a test can show the simulator
+// still finds them. They are internal/knobs.Intentlog's, passed to every device's
+// node (node.Config.Knobs.Intentlog): every replica of a run gets the same knobs
+// (they change the apply).
+type Knobs struct {
+	// EpochOnlyClaim: a claim's compare-and-set checks only the epoch, not the
+	// record's revision (bug b: a renewal landing after the claimant's read barrier
+	// no longer makes the claim lose).
+	EpochOnlyClaim bool
+	// DedupeCount > 0: the dedupe window is a count of IDs, not a retention period
+	// (bug c: a retry after DedupeCount other IDs is applied a second time).
+	DedupeCount int
+}
+
+// KnobsWired reports whether applyKnobs passes knobs to the code under test (it
+// does: node.Config.Knobs.Intentlog).
+const KnobsWired = true
+
+// applyKnobs sets k on one device's node configuration (cfg.Knobs, which carries the
+// simulator's BeforePropose hook, is kept).
+func applyKnobs(k Knobs, cfg *node.Config) {
+	if k == (Knobs{}) {
+		return
+	}
+	if cfg.Knobs == nil {
+		cfg.Knobs = &knobs.Node{}
+	}
+	cfg.Knobs.Intentlog = &knobs.Intentlog{EpochOnlyClaim: k.EpochOnlyClaim, DedupeCount: k.DedupeCount}
+}
+
+// String is the form ParseKnobs reads: "epoch-only-claim,dedupe-count=64" ("" for
+// none).
+func (k Knobs) String() string {
+	var parts []string
+	if k.EpochOnlyClaim {
+		parts = append(parts, "epoch-only-claim")
+	}
+	if k.DedupeCount > 0 {
+		parts = append(parts, fmt.Sprintf("dedupe-count=%d", k.DedupeCount))
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParseKnobs reads a comma-separated knob list (see Knobs.String).
+func ParseKnobs(s string) (Knobs, error) {
+	var k Knobs
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		name, val, _ := strings.Cut(p, "=")
+		switch name {
+		case "":
+		case "epoch-only-claim":
+			k.EpochOnlyClaim = true
+		case "dedupe-count":
+			n, err := strconv.Atoi(val)
+			if err != nil || n <= 0 {
+				return Knobs{}, fmt.Errorf("sim: knob dedupe-count needs a positive count, got %q", val)
+			}
+			k.DedupeCount = n
+		default:
+			return Knobs{}, fmt.Errorf("sim: unknown knob %q (have epoch-only-claim, dedupe-count=N)", name)
+		}
+	}
+	return k, nil
+}
