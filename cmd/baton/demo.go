@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -12,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/internal/wait"
 	"github.com/batonhq/baton/signer/node"
 	"github.com/batonhq/baton/testnet"
@@ -188,18 +190,31 @@ func (d *demo) run(ctx context.Context, rate int) (problems []string, err error)
 	d.say("CAUGHT UP: %s is at seq %d %s after its restart, a standby again", holder.Label(), st.Head.Seq, time.Since(restarted).Round(time.Millisecond))
 	d.pace(ctx, time.Second)
 
-	// 4. A graceful handover back to it: one Raft entry, no TTL to wait.
-	cur, ep3, err := c.WaitHolder(ctx, 0)
-	if err != nil {
-		return problems, err
-	}
-	to := holder
-	if cur == holder { // it won the lease back meanwhile: hand it on instead
-		to = next
-	}
-	at := time.Now()
-	if err := c.Transfer(ctx, cur, to); err != nil {
-		return problems, err
+	// 4. A graceful handover back to it: one Raft entry, no TTL to wait. A transfer
+	// decided on a record that changed meanwhile (a renewal of the holder's landed
+	// first: stale_rev; or the hold moved on) is refused, never applied halfway: as
+	// any client would, look at the lease again and retry.
+	var cur, to *testnet.Device
+	var ep3 uint64
+	var at time.Time
+	for attempt := 1; ; attempt++ {
+		if cur, ep3, err = c.WaitHolder(ctx, 0); err != nil {
+			return problems, err
+		}
+		to = holder
+		if cur == holder { // it won the lease back meanwhile: hand it on instead
+			to = next
+		}
+		at = time.Now()
+		err = c.Transfer(ctx, cur, to)
+		if err == nil {
+			break
+		}
+		if attempt == 5 || !(errors.Is(err, election.ErrStaleRecord) || errors.Is(err, election.ErrNotHolder)) {
+			return problems, err
+		}
+		d.say("transfer refused (%v); looking at the lease again", err)
+		d.pace(ctx, 100*time.Millisecond)
 	}
 	wctx, cancel = context.WithTimeout(ctx, 10*time.Second)
 	err = wait.Until(wctx, "a commit by "+to.Label(), func() bool {
