@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/internal/testutil"
+	"github.com/batonhq/baton/internal/wait"
 	"github.com/batonhq/baton/signer/api"
 	"github.com/batonhq/baton/signer/node"
 )
@@ -100,10 +101,24 @@ func TestOperatorsCluster(t *testing.T) {
 	ost, _ := stateOf(devs[other].data)
 
 	// status: quorum, members with reachability, one count.
-	code, out, _ := runCLI(t, nil, "", "status", "--data", devs[holder].data)
-	for _, want := range []string{`quorum\s+ok \(3 of 3 voters reachable, 2 needed\)`, `members: 3\n`, `voter,leader`, `held by this device`} {
-		if code != 0 || !regexp.MustCompile(want).MatchString(out) {
-			t.Errorf("status lacks %q:\n%s", want, out)
+	// Reachability is recent contact, which a loaded machine can miss for a moment:
+	// the status is read until it says all of it (or the deadline).
+	statusWants := []string{`quorum\s+ok \(3 of 3 voters reachable, 2 needed\)`, `members: 3\n`, `voter,leader`, `held by this device`}
+	var code int
+	var out string
+	if err := wait.For(20*time.Second, "status to show the whole cluster", func() bool {
+		code, out, _ = runCLI(t, nil, "", "status", "--data", devs[holder].data)
+		for _, want := range statusWants {
+			if code != 0 || !regexp.MustCompile(want).MatchString(out) {
+				return false
+			}
+		}
+		return true
+	}); err != nil {
+		for _, want := range statusWants {
+			if code != 0 || !regexp.MustCompile(want).MatchString(out) {
+				t.Errorf("status lacks %q:\n%s", want, out)
+			}
 		}
 	}
 
@@ -236,8 +251,10 @@ func TestOperatorsCluster(t *testing.T) {
 		st, err := stateOf(devs[holder].data)
 		return err == nil && !st.Quorum.OK
 	})
-	code, out, _ = runCLI(t, nil, "", "status", "--data", devs[holder].data)
-	if code != 0 || !strings.Contains(out, "LOST: no Raft leader") {
+	if err := wait.For(20*time.Second, "status to say the quorum is lost", func() bool {
+		code, out, _ = runCLI(t, nil, "", "status", "--data", devs[holder].data)
+		return code == 0 && strings.Contains(out, "LOST: no Raft leader")
+	}); err != nil {
 		t.Errorf("status without quorum:\n%s", out)
 	}
 	start := time.Now()
