@@ -762,14 +762,6 @@ func (l *Lease) uniqueTSLocked(ts int64) int64 {
 }
 
 func (l *Lease) addWriteLocked(w write) {
-	// A write with the epoch and ts of one already remembered has the same bytes (the
-	// record did not change in between, so prevRev is the same too): it is a repeat of
-	// that write, and whichever copy lands, the hold counts from the first proposal.
-	for _, o := range l.writes {
-		if o.epoch == w.epoch && o.ts == w.ts {
-			return
-		}
-	}
 	l.writes = append(l.writes, w)
 	if len(l.writes) > maxWrites {
 		l.writes = append(l.writes[:0], l.writes[len(l.writes)-maxWrites:]...)

@@ -161,10 +161,10 @@ func TestStaleRevRenewalIsNotALostLease(t *testing.T) {
 	}
 }
 
-// A renewal proposed again with the same bytes (the wall clock stepped back, so ts is
-// the record's ts + 1 both times, and the record has not changed) is one write: if the
-// first proposal is the one that lands, late, the hold counts from its proposal, not
-// from the second's. Counting from the second kept a signing for up to the time
+// A renewal proposed again while the wall clock is behind the record (ts would be the
+// record's ts + 1 both times, the same bytes) gets a ts of its own, so the record
+// tells which copy landed: if the first lands, late, the hold counts from its
+// proposal, not from the second's. Counting from the second kept a signing for up to the time
 // between them after standbys (which count from their first sight of the record)
 // could claim (the simulator's seed 4634: a late forward of a renewal, duplicated
 // messages and a clock step back).

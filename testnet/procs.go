@@ -333,6 +333,8 @@ func (pc *ProcCluster) join(ctx context.Context, d *Device, members int) error {
 	if err := os.WriteFile(inviteFile, []byte(strings.TrimSpace(invite)+"\n"), 0o600); err != nil {
 		return fmt.Errorf("%s invite: %w", d.Name, err)
 	}
+	// It carries the chain key: gone once the join is over, whatever its outcome.
+	defer os.Remove(inviteFile)
 	if err := pc.spawn(d, "join", "--invite-file", inviteFile); err != nil {
 		return err
 	}

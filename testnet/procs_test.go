@@ -2,9 +2,11 @@ package testnet
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -56,11 +58,19 @@ func runProcs(t *testing.T, scenario string) Report {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var progress syncBuf
+	dir := t.TempDir()
 	rep, err := RunScenario(ctx, DrillConfig{Procs: true, Bin: bin, Scenario: scenario, Nodes: 3,
-		TTL: time.Second, Tick: 100 * time.Millisecond, Rounds: 1, Seed: 1, Dir: t.TempDir(), Progress: &progress})
+		TTL: time.Second, Tick: 100 * time.Millisecond, Rounds: 1, Seed: 1, Dir: dir, Progress: &progress})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An invite carries the chain key: no file of one outlives its join.
+	_ = filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(p, ".invite") {
+			t.Errorf("invite file left behind: %s", p)
+		}
+		return nil
+	})
 	if testing.Verbose() || !rep.OK {
 		t.Logf("progress:\n%s", progress.String())
 	}

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"fmt"
-	"sync"
+	"sync/atomic"
 )
 
 // Verify decodes raw strictly (see Decode), checks that its chain is chain and that its
@@ -57,38 +57,31 @@ func VerifySelf(raw []byte) (Commit, error) {
 	if err != nil {
 		return c, err
 	}
-	pub, err := lastDID.parse(c.Chain)
+	pub, err := parseDIDCached(c.Chain)
 	if err != nil {
 		return c, &VerifyError{Reason: ReasonBadChainKey, Seq: c.Seq, Err: err}
 	}
 	return verifyDecoded(c, unsigned, c.Chain, pub)
 }
 
-// didCache remembers the last did:key parsed (a process verifies one chain's commits,
+// lastDID remembers the last did:key parsed (a process verifies one chain's commits,
 // over and over): ParseDID is a multibase decode and a key check per commit.
-type didCache struct {
-	mu  sync.Mutex
+var lastDID atomic.Pointer[parsedDID]
+
+type parsedDID struct {
 	did string
 	pub PublicKey
 }
 
-var lastDID didCache
-
-func (d *didCache) parse(did string) (PublicKey, error) {
-	d.mu.Lock()
-	if d.pub != nil && d.did == did {
-		pub := d.pub
-		d.mu.Unlock()
-		return pub, nil
+func parseDIDCached(did string) (PublicKey, error) {
+	if p := lastDID.Load(); p != nil && p.did == did {
+		return p.pub, nil
 	}
-	d.mu.Unlock()
 	pub, err := ParseDID(did)
 	if err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
-	d.did, d.pub = did, pub
-	d.mu.Unlock()
+	lastDID.Store(&parsedDID{did: did, pub: pub})
 	return pub, nil
 }
 

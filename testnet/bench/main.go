@@ -134,7 +134,12 @@ Flags:
 		// A bench starts new clusters: data left by an earlier run would be rejoined
 		// (the baseline refuses to bootstrap, baton waits for a holder that never
 		// comes), so only a new or empty directory is accepted.
-		if ents, err := os.ReadDir(*dir); err == nil && len(ents) > 0 {
+		ents, err := os.ReadDir(*dir)
+		switch {
+		case err != nil && !errors.Is(err, os.ErrNotExist):
+			fmt.Fprintf(stderr, "baton bench: --dir: %v\n", err)
+			return 2
+		case len(ents) > 0:
 			fmt.Fprintf(stderr, "baton bench: --dir %s is not empty (an earlier run's data?): remove it or name a new one\n", *dir)
 			return 2
 		}
