@@ -492,8 +492,9 @@ func (l *Lease) Release(ctx context.Context) error {
 		return fmt.Errorf("release epoch %d: %w", rec.Epoch, err)
 	}
 	defer l.unlockWrites()
-	res, err := l.log.Propose(ctx, intentlog.ReleaseEntry{Holder: l.self, Epoch: rec.Epoch, PrevRev: rec.Rev})
-	return l.finishYield("release", rec, res, err)
+	return l.proposeYield(ctx, "release", rec, func(rec intentlog.Lease) intentlog.Entry {
+		return intentlog.ReleaseEntry{Holder: l.self, Epoch: rec.Epoch, PrevRev: rec.Rev}
+	})
 }
 
 // Transfer hands the lease to member to at epoch+1 in one entry. Like Release, this
@@ -515,12 +516,42 @@ func (l *Lease) Transfer(ctx context.Context, to string) error {
 		l.mu.Unlock()
 		return fmt.Errorf("transfer: %w (holder %q)", ErrNotHolder, rec.Holder)
 	}
-	ts := max(l.clock.Now().UnixMilli(), rec.TS+1)
 	l.yieldLocked(rec)
 	l.mu.Unlock()
 
-	res, err := l.log.Propose(ctx, intentlog.TransferEntry{Holder: l.self, Epoch: rec.Epoch, PrevRev: rec.Rev, To: to, TS: ts})
-	return l.finishYield("transfer", rec, res, err)
+	return l.proposeYield(ctx, "transfer", rec, func(rec intentlog.Lease) intentlog.Entry {
+		ts := max(l.clock.Now().UnixMilli(), rec.TS+1)
+		return intentlog.TransferEntry{Holder: l.self, Epoch: rec.Epoch, PrevRev: rec.Rev, To: to, TS: ts}
+	})
+}
+
+// yieldRetries bounds how often a release or transfer is re-proposed after a stale_rev
+// refusal; each retry follows the local replica past the refusal first, so one is
+// normally enough.
+const yieldRetries = 3
+
+// proposeYield proposes the release or transfer that entry builds on rec, with the
+// write lock held. A stale_rev refusal means the record still names this device at
+// rec's epoch but its revision moved: an earlier write of this device's own (a renewal
+// in flight when the handover began, applied on the leader before this replica saw it)
+// landed after rec was read. The handover is then rebuilt on the record as the replica
+// shows it once it has applied the refusal's index, instead of failing (and resuming
+// the hold) for a race the caller cannot act on.
+func (l *Lease) proposeYield(ctx context.Context, op string, rec intentlog.Lease, entry func(intentlog.Lease) intentlog.Entry) error {
+	for attempt := 0; ; attempt++ {
+		res, err := l.log.Propose(ctx, entry(rec))
+		if err == nil && !res.Accepted && res.Reason == intentlog.ReasonStaleRev && attempt < yieldRetries &&
+			l.waitApplied(ctx, res.Index) == nil {
+			if fresh := l.log.View().Lease; fresh.Holder == l.self && fresh.Epoch == rec.Epoch && fresh.Rev != rec.Rev {
+				l.mu.Lock()
+				l.stats.Rejections[res.Reason]++
+				l.mu.Unlock()
+				rec = fresh
+				continue
+			}
+		}
+		return l.finishYield(op, rec, res, err)
+	}
 }
 
 func (l *Lease) lockWrites(ctx context.Context) error {

@@ -988,3 +988,47 @@ func TestRenewRetriesHaveDistinctTS(t *testing.T) {
 		t.Fatalf("still holding %v after the first renewal's proposal (window %v from %v)", a.clk.Mono()-first, window, start)
 	}
 }
+
+// A release or transfer read the record before an earlier write of the holder's own
+// (a renewal in flight, applied on the leader, not yet on this replica) landed: the
+// apply refuses the first proposal as stale_rev although this device still holds the
+// lease at that epoch. The handover must go through (seen in CI: bench --quick's
+// graceful round failed with "release rejected … stale_rev"), not fail or resume.
+func TestYieldBehindOwnRenewalGoesThrough(t *testing.T) {
+	for _, op := range []string{"release", "transfer"} {
+		t.Run(op, func(t *testing.T) {
+			c := newCluster("a", "b")
+			a := newDev(t, c, "a")
+			mustClaim(t, a)
+			a.log.freeze()
+			rec := c.record()
+			// The renewal a proposed last tick, applied by the cluster after a's
+			// replica stopped where it is.
+			if res, err := c.propose(ctxT(t), "a", intentlog.RenewEntry{Holder: "a", Epoch: rec.Epoch, PrevRev: rec.Rev, TS: rec.TS + 1}); err != nil || !res.Accepted {
+				t.Fatalf("renewal: %+v %v", res, err)
+			}
+			var err error
+			if op == "release" {
+				err = a.l.Release(ctxT(t))
+			} else {
+				err = a.l.Transfer(ctxT(t), "b")
+			}
+			if err != nil {
+				t.Fatalf("%s behind its own renewal: %v", op, err)
+			}
+			if a.l.Holds() {
+				t.Fatalf("a holds after its %s", op)
+			}
+			want := intentlog.Lease{Holder: "", Epoch: rec.Epoch}
+			if op == "transfer" {
+				want = intentlog.Lease{Holder: "b", Epoch: rec.Epoch + 1}
+			}
+			if got := c.record(); got.Holder != want.Holder || got.Epoch != want.Epoch {
+				t.Fatalf("record after %s: %+v, want holder %q epoch %d", op, got, want.Holder, want.Epoch)
+			}
+			if s := a.l.Stats(); s.Rejections[intentlog.ReasonStaleRev] != 1 {
+				t.Fatalf("stale_rev refusals counted %d, want 1 (the first proposal)", s.Rejections[intentlog.ReasonStaleRev])
+			}
+		})
+	}
+}

@@ -191,9 +191,9 @@ func (d *demo) run(ctx context.Context, rate int) (problems []string, err error)
 	d.pace(ctx, time.Second)
 
 	// 4. A graceful handover back to it: one Raft entry, no TTL to wait. A transfer
-	// decided on a record that changed meanwhile (a renewal of the holder's landed
-	// first: stale_rev; or the hold moved on) is refused, never applied halfway: as
-	// any client would, look at the lease again and retry.
+	// asked of a device whose hold moved on meanwhile is refused, never applied
+	// halfway: as any client would, look at the lease again and retry. (The holder's
+	// own renewal landing first is retried inside the lease.)
 	var cur, to *testnet.Device
 	var ep3 uint64
 	var at time.Time
