@@ -21,9 +21,11 @@ const leaseLong = `Hands the lease over, overrides a wedged holder, or reads the
                           lease by force (epoch+1); the reason goes into the history
   history                 the audit trail, oldest first (renewals folded by default)
 
-release and transfer are done by the holder: run them with the holder's --data (or
---api). Run anywhere else, they name the holder and say how. PEER may be a full peer
-ID or an unambiguous part of one (a prefix, or the …aN1816 suffix other commands print).`
+release and transfer are done by the holder; run on any other member, the request goes
+to the holder (the one the member's replica names, at the epoch it names: a request
+that arrives after the lease moved on is refused, not applied to the next hold). PEER
+may be a full peer ID or an unambiguous part of one (a prefix, or the …aN1816 suffix
+other commands print).`
 
 const leaseExample = `  baton lease transfer --data /tmp/b1 --to …aN1816
   baton lease steal --data /tmp/b2 --reason "b1 hung, kernel panic"
@@ -37,23 +39,23 @@ func (c *cli) leaseCmd() *cobra.Command {
 	return cmd
 }
 
-// holderOnly explains, on a device that does not hold the lease, where to run what.
-func holderOnly(st node.State, what string) error {
-	if st.Lease.HeldByMe {
-		return nil
+// heldSomewhere refuses a handover when nobody holds the lease, or when this device is
+// named in the record but may not sign now. Asked of a standby, the handover goes to the
+// holder (the node forwards it); via names the holder for the report line.
+func heldSomewhere(st node.State, what string) (via string, err error) {
+	switch {
+	case st.Lease.HeldByMe:
+		return "", nil
+	case st.Lease.Holder == "":
+		return "", fmt.Errorf("nobody holds the lease (released, epoch %d): nothing to %s", st.Lease.Epoch, what)
+	case st.Lease.Holder == st.ID:
+		return "", fmt.Errorf("this device (%s) is named in the lease record but may not sign now (its hold lapsed or is not confirmed yet): try again in a moment", shortPeer(st.ID))
 	}
-	if st.Lease.Holder == "" {
-		return fmt.Errorf("nobody holds the lease (released, epoch %d): nothing to %s", st.Lease.Epoch, what)
-	}
-	if st.Lease.Holder == st.ID {
-		return fmt.Errorf("this device (%s) is named in the lease record but may not sign now (its hold lapsed or is not confirmed yet): try again in a moment", shortPeer(st.ID))
-	}
-	return fmt.Errorf("this device (%s) does not hold the lease: %s (%s) does. Run it there: `baton lease %s --data <its data dir>`, or --api with its TCP API",
-		shortPeer(st.ID), shortPeer(st.Lease.Holder), st.Lease.Holder, what)
+	return fmt.Sprintf(" (asked of the holder %s)", shortPeer(st.Lease.Holder)), nil
 }
 
 func (c *cli) leaseRelease() *cobra.Command {
-	cmd := &cobra.Command{Use: "release", Short: "give the lease up (on the holder); a standby claims it at once", Args: noArgs}
+	cmd := &cobra.Command{Use: "release", Short: "make the holder give the lease up; a standby claims it at once", Args: noArgs}
 	f := c.addAPIFlags(cmd.Flags(), 10*time.Second, "waiting for the cluster")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		cl, st, ctx, done, err := c.stateFor(cmd.Context(), f)
@@ -61,13 +63,14 @@ func (c *cli) leaseRelease() *cobra.Command {
 			return err
 		}
 		defer done()
-		if err := holderOnly(st, "release"); err != nil {
+		via, err := heldSomewhere(st, "release")
+		if err != nil {
 			return err
 		}
 		if err := cl.Release(ctx); err != nil {
 			return f.apiErr(err)
 		}
-		fmt.Fprintf(c.stdout, "released (epoch %d); a standby claims it at once\n", st.Lease.Epoch)
+		fmt.Fprintf(c.stdout, "released (epoch %d)%s; a standby claims it at once\n", st.Lease.Epoch, via)
 		return nil
 	}
 	return cmd
@@ -90,7 +93,7 @@ func (c *cli) stateFor(ctx context.Context, f *apiFlags) (*api.Client, node.Stat
 }
 
 func (c *cli) leaseTransfer() *cobra.Command {
-	cmd := &cobra.Command{Use: "transfer --to PEER", Short: "hand the lease to a named member (on the holder)", Args: noArgs}
+	cmd := &cobra.Command{Use: "transfer --to PEER", Short: "make the holder hand the lease to a named member", Args: noArgs}
 	f := c.addAPIFlags(cmd.Flags(), 10*time.Second, "waiting for the cluster")
 	to := cmd.Flags().String("to", "", "the member to hand the lease to: a peer `ID`, or an unambiguous prefix or …suffix of one")
 	_ = cmd.RegisterFlagCompletionFunc("to", c.completePeers(f))
@@ -110,13 +113,17 @@ func (c *cli) leaseTransfer() *cobra.Command {
 		if target == st.Lease.Holder && st.Lease.HeldByMe {
 			return usagef("--to %s is this device, which holds the lease already", shortPeer(target))
 		}
-		if err := holderOnly(st, "transfer --to "+shortPeer(target)); err != nil {
+		if target == st.Lease.Holder {
+			return usagef("--to %s holds the lease already", shortPeer(target))
+		}
+		via, err := heldSomewhere(st, "transfer")
+		if err != nil {
 			return err
 		}
 		if err := cl.Transfer(ctx, target); err != nil {
 			return f.apiErr(err)
 		}
-		fmt.Fprintf(c.stdout, "transferred to %s (%s) at epoch %d\n", shortPeer(target), target, st.Lease.Epoch+1)
+		fmt.Fprintf(c.stdout, "transferred to %s (%s) at epoch %d%s\n", shortPeer(target), target, st.Lease.Epoch+1, via)
 		return nil
 	}
 	return cmd

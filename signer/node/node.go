@@ -583,31 +583,6 @@ func (n *Node) Commits(ctx context.Context, fromSeq uint64, follow bool) <-chan 
 	return ch
 }
 
-// Release gives the lease up (graceful handover to whoever claims first).
-func (n *Node) Release(ctx context.Context) error {
-	if err := n.lease.Release(ctx); err != nil {
-		return fmt.Errorf("release: %w", err)
-	}
-	return nil
-}
-
-// Transfer hands the lease to member to.
-func (n *Node) Transfer(ctx context.Context, to string) error {
-	if to == "" {
-		return fmt.Errorf("%w: transfer needs a target", ErrBadRequest)
-	}
-	if _, err := peer.Decode(to); err != nil {
-		return fmt.Errorf("%w: transfer target %q: %w", ErrBadRequest, to, err)
-	}
-	if !n.isMember(ctx, to) {
-		return fmt.Errorf("%w: transfer target %s is not a member", ErrConflict, to)
-	}
-	if err := n.lease.Transfer(ctx, to); err != nil {
-		return fmt.Errorf("transfer: %w", err)
-	}
-	return nil
-}
-
 // Steal takes the lease by force (operator override for a wedged holder); reason is
 // required and lands in the lease history.
 func (n *Node) Steal(ctx context.Context, reason string) error {

@@ -16,8 +16,8 @@ var (
 	ErrTooLarge = errors.New("node: too large")
 	// ErrNotFound: no such record, commit, member or endpoint.
 	ErrNotFound = errors.New("node: not found")
-	// ErrNotHolder: a release or transfer was asked of a device that does not hold
-	// the lease.
+	// ErrNotHolder: a release or transfer found no holder (the lease is free), or the
+	// holder it was forwarded to had moved on to another epoch or device.
 	ErrNotHolder = errors.New("node: this device does not hold the lease")
 	// ErrLeaseHeld: the lease is held by another device (a claim or steal lost).
 	ErrLeaseHeld = errors.New("node: lease held by another device")

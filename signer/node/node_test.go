@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -16,7 +17,6 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/internal/knobs"
 	"github.com/batonhq/baton/internal/testutil"
@@ -234,9 +234,59 @@ func TestNodeCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		accept("after-transfer")
-		if err := h.Transfer(ctx, to.ID()); !errors.Is(err, election.ErrNotHolder) {
-			t.Fatalf("transfer by a non-holder: %v", err)
+		if err := h.Transfer(ctx, to.ID()); !errors.Is(err, ErrBadRequest) {
+			t.Fatalf("transfer to the device that holds already, asked of another: %v", err)
 		}
+	})
+
+	// A release or transfer asked of a device that does not hold the lease goes to the
+	// holder, which does it (operators run `baton lease transfer` anywhere); a request
+	// naming an epoch the holder has left behind is refused, never applied to a later
+	// hold.
+	t.Run("handover_asked_of_a_standby", func(t *testing.T) {
+		var h *Node
+		testutil.WaitFor(t, 10*time.Second, "a holder", func() bool { h = holderOf(live()...); return h != nil })
+		var others []*Node
+		for _, n := range live() {
+			if n != h {
+				others = append(others, n)
+			}
+		}
+		asker, to := others[0], others[1]
+		testutil.WaitFor(t, 5*time.Second, "the asker sees the holder", func() bool { return asker.State().Lease.Holder == h.ID() })
+		epoch := h.State().Lease.Epoch
+		if err := asker.Transfer(ctx, to.ID()); err != nil {
+			t.Fatalf("transfer asked of a standby: %v", err)
+		}
+		testutil.WaitFor(t, 5*time.Second, "the target holds", to.Holds)
+		if st := to.State(); st.Lease.Epoch <= epoch {
+			t.Fatalf("after a forwarded transfer: %+v", st.Lease)
+		}
+		if h.Holds() {
+			t.Fatal("the old holder still holds")
+		}
+		// A late request for the old epoch, delivered to the new holder, is refused.
+		body, _ := json.Marshal(handoverRequest{Epoch: epoch})
+		out, err := to.handleCall(ctx, asker.ID(), append([]byte{callRelease}, body...))
+		var ans handoverAnswer
+		if err != nil || json.Unmarshal(out, &ans) != nil || ans.Err != "not_holder" {
+			t.Fatalf("release for a past epoch: %s %v", out, err)
+		}
+		if !to.Holds() {
+			t.Fatal("a release for a past epoch ended the hold")
+		}
+		testutil.WaitFor(t, 5*time.Second, "the asker sees the new holder", func() bool { return asker.State().Lease.Holder == to.ID() })
+		if err := asker.Release(ctx); err != nil {
+			t.Fatalf("release asked of a standby: %v", err)
+		}
+		if to.Holds() {
+			t.Fatal("the holder still holds after a forwarded release")
+		}
+		testutil.WaitFor(t, 10*time.Second, "a holder again", func() bool { return holderOf(live()...) != nil })
+		if _, err := asker.Submit(ctx, testutil.Put("after-forwarded-release"), WaitSigned); err != nil {
+			t.Fatal(err)
+		}
+		accept("after-forwarded-release")
 	})
 
 	t.Run("members", func(t *testing.T) {
