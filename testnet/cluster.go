@@ -214,7 +214,7 @@ func (c *Cluster) stopAll(ctx context.Context) error {
 	}
 	for _, d := range devs {
 		d.gate.resume() // a paused device must be able to stop
-		d.Clock.Resume()
+		d.Clock.Resume(false)
 		n := c.detach(d)
 		if n == nil {
 			continue

@@ -84,7 +84,7 @@ func (c *Cluster) Kill(d *Device) error {
 	// A killed paused device must not keep goroutines parked, and comes back with a
 	// running clock.
 	d.gate.resume()
-	d.Clock.Resume()
+	d.Clock.Resume(false)
 	if err := n.Kill(); err != nil {
 		return fmt.Errorf("kill %s: %w", d.Label(), err)
 	}
@@ -99,7 +99,7 @@ func (c *Cluster) Stop(ctx context.Context, d *Device) error {
 	}
 	c.Event(d, EventStop, "stop "+d.Label())
 	d.gate.resume()
-	d.Clock.Resume()
+	d.Clock.Resume(false)
 	if err := n.Stop(ctx); err != nil {
 		return fmt.Errorf("stop %s: %w", d.Label(), err)
 	}
@@ -155,7 +155,7 @@ func (c *Cluster) Resume(d *Device) error {
 		label += fmt.Sprintf(" (%d parked proposal(s) go out)", k)
 	}
 	c.Event(d, EventResume, label)
-	d.Clock.Resume()
+	d.Clock.Resume(false)
 	d.gate.resume()
 	c.applyBlocks()
 	return nil

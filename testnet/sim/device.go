@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/internal/devclock"
 	"github.com/batonhq/baton/internal/knobs"
 	"github.com/batonhq/baton/signer/chain"
 	"github.com/batonhq/baton/signer/node"
@@ -27,7 +28,7 @@ type device struct {
 	id    string
 	dir   string // the node's data directory
 	flush string // the copy of state.db the page cache last wrote out (a power cut rolls back to it)
-	clock *Clock
+	clock *devclock.Clock
 	key   *recordingKey
 	// op serialises start, crash, pause and resume. It is a channel, not a mutex:
 	// inside a synctest bubble a goroutine waiting on a channel is durably blocked
@@ -47,7 +48,7 @@ type device struct {
 
 func newDevice(w *world, i int) *device {
 	d := &device{w: w, idx: i, id: w.ids[i], dir: filepath.Join(w.dir, fmt.Sprintf("dev%d", i)),
-		flush: filepath.Join(w.dir, fmt.Sprintf("dev%d.flushed", i)), clock: NewClock(), op: make(chan struct{}, 1)}
+		flush: filepath.Join(w.dir, fmt.Sprintf("dev%d.flushed", i)), clock: devclock.New(), op: make(chan struct{}, 1)}
 	d.key = &recordingKey{key: w.key, dev: i, sigs: w.sigs}
 	return d
 }

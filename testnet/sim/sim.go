@@ -548,7 +548,7 @@ func (w *world) shutdown() {
 	w.monWG.Wait()
 	w.nw.close()
 	for _, d := range w.devs {
-		d.clock.stopTimers()
+		d.clock.StopTimers()
 	}
 	// Let the timers of goroutines on their way out fire (a nudge's delay, an RPC's
 	// timeout): virtual time stops once the run returns.

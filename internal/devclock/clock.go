@@ -1,4 +1,8 @@
-package sim
+// Package devclock is one device's controllable clock for tests, drills and the
+// simulator: an election.Clock and election.AfterFuncClock that follows time.Now (the
+// system clock, or a synctest bubble's virtual time) with a wall offset (skew, NTP
+// steps), a rate (a crystal running fast or slow) and pauses of both kinds.
+package devclock
 
 import (
 	"sync"
@@ -7,20 +11,22 @@ import (
 	"github.com/batonhq/baton/election"
 )
 
-// Clock is one simulated device's clock (election.Clock and election.AfterFuncClock)
-// on the bubble's virtual time (time.Now inside a synctest bubble). It has a wall
-// offset (NTP steps), a rate (a crystal running fast or slow) and pauses.
+// Clock is one device's clock (election.Clock and election.AfterFuncClock) on time.Now:
+// the system clock in drills, virtual time inside a synctest bubble (the simulator).
+// It has a wall offset (skew, NTP steps), a rate (a crystal running fast or slow)
+// and pauses.
 //
 // A pause freezes both readings and every AfterFunc timer. On Resume the wall reading
 // always catches up with the time that passed; the monotonic reading does too for a
 // stopped process (SIGSTOP: CLOCK_MONOTONIC kept counting, the process just did not
 // look) and does not for a suspended machine (CLOCK_MONOTONIC does not count a
-// suspend). testnet.Clock has only the second kind; the simulator needs both.
+// suspend). AfterFunc callbacks fire on the monotonic reading: never while paused,
+// later when the rate is slow.
 //
 // All methods are safe for concurrent use.
 type Clock struct {
 	mu       sync.Mutex
-	anchorV  time.Time     // virtual time at the last anchor
+	anchorV  time.Time     // time.Now at the last anchor
 	anchorM  time.Duration // Mono at the last anchor
 	wallBase time.Time     // wall reading at Mono 0, before the offset
 	offset   time.Duration
@@ -36,13 +42,16 @@ type clockTimer struct {
 	done bool
 }
 
-var _ election.AfterFuncClock = (*Clock)(nil)
+var (
+	_ election.Clock          = (*Clock)(nil)
+	_ election.AfterFuncClock = (*Clock)(nil)
+)
 
 // monoOrigin keeps Mono away from zero (code must not rely on it starting there).
 const monoOrigin = time.Hour
 
-// NewClock returns a clock in step with virtual time: rate 1, no offset.
-func NewClock() *Clock {
+// New returns a clock in step with time.Now: rate 1, no offset.
+func New() *Clock {
 	now := time.Now()
 	return &Clock{anchorV: now, anchorM: monoOrigin, wallBase: now.Round(0).Add(-monoOrigin), rate: 1,
 		timers: map[*clockTimer]struct{}{}}
@@ -76,7 +85,15 @@ func (c *Clock) Step(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// Offset returns the wall clock's offset from virtual time (the sum of the steps,
+// SetOffset sets the sum of the steps: the wall reading is then d away from time.Now
+// (plus what suspend-mode resumes added); the monotonic reading is unaffected.
+func (c *Clock) SetOffset(d time.Duration) {
+	c.mu.Lock()
+	c.offset = d
+	c.mu.Unlock()
+}
+
+// Offset returns the wall clock's offset from time.Now (the sum of the steps,
 // plus the suspensions a suspend-mode resume added).
 func (c *Clock) Offset() time.Duration {
 	c.mu.Lock()
@@ -84,7 +101,7 @@ func (c *Clock) Offset() time.Duration {
 	return c.wallBase.Add(c.monoLocked() + c.offset).Sub(time.Now())
 }
 
-// SetRate sets how fast both readings run against virtual time (rates <= 0 are
+// SetRate sets how fast both readings run against time.Now (rates <= 0 are
 // ignored). Pending timers are re-armed.
 func (c *Clock) SetRate(r float64) {
 	if r <= 0 {
@@ -102,6 +119,13 @@ func (c *Clock) Rate() float64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.rate
+}
+
+// Paused reports whether the clock is frozen.
+func (c *Clock) Paused() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.paused
 }
 
 // Pause freezes both readings and the timers until Resume.
@@ -148,7 +172,7 @@ func (c *Clock) reanchorLocked() {
 	c.anchorM = m
 }
 
-// delayLocked is the virtual time until Mono reaches due.
+// delayLocked is the time.Now until Mono reaches due.
 func (c *Clock) delayLocked(due time.Duration) time.Duration {
 	left := due - c.monoLocked()
 	if left <= 0 {
@@ -207,8 +231,8 @@ func (c *Clock) fire(t *clockTimer) {
 	t.f()
 }
 
-// stopTimers cancels every pending timer (the simulation is over).
-func (c *Clock) stopTimers() {
+// StopTimers cancels every pending timer (the simulation is over).
+func (c *Clock) StopTimers() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for t := range c.timers {

@@ -1,4 +1,4 @@
-package sim
+package devclock
 
 import (
 	"testing"
@@ -17,7 +17,7 @@ func near(t *testing.T, what string, got, want time.Duration) {
 // timers on the monotonic reading.
 func TestClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := NewClock()
+		c := New()
 		m0, w0 := c.Mono(), c.Now()
 		time.Sleep(time.Second)
 		near(t, "mono after 1s", c.Mono()-m0, time.Second)
@@ -65,5 +65,44 @@ func TestClock(t *testing.T) {
 			t.Error("stop of a pending timer reported false")
 		}
 		time.Sleep(3 * time.Second)
+	})
+}
+
+// TestClockSetOffsetAndPaused: the drills' skew (an absolute offset), Paused, a stop
+// that reports true once, and a timer that waits out a pause.
+func TestClockSetOffsetAndPaused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := New()
+		near(t, "fresh offset", c.Now().Sub(time.Now()), 0)
+		c.Step(time.Second)
+		c.SetOffset(3 * time.Second) // absolute, not added to the step
+		near(t, "wall after SetOffset", c.Now().Sub(time.Now()), 3*time.Second)
+		near(t, "offset", c.Offset(), 3*time.Second)
+
+		fired := make(chan time.Duration, 1)
+		start := c.Mono()
+		c.AfterFunc(20*time.Millisecond, func() { fired <- c.Mono() - start })
+		c.Pause()
+		if !c.Paused() {
+			t.Fatal("not paused")
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		select {
+		case <-fired:
+			t.Fatal("timer fired while paused")
+		default:
+		}
+		c.Resume(false)
+		if c.Paused() {
+			t.Fatal("still paused after Resume")
+		}
+		near(t, "timer on the clock", <-fired, 20*time.Millisecond)
+		near(t, "wall after a suspend", c.Now().Sub(time.Now()), 3*time.Second)
+
+		stop := c.AfterFunc(time.Hour, func() { t.Error("stopped timer fired") })
+		if !stop() || stop() {
+			t.Fatal("stop should report true once")
+		}
 	})
 }
