@@ -73,6 +73,30 @@ func (f *apiFlags) ctx(ctx context.Context) (context.Context, context.CancelFunc
 	return context.WithTimeout(ctx, *f.timeout)
 }
 
+// open connects and bounds the command's calls by --timeout; done closes both.
+func (f *apiFlags) open(ctx context.Context) (*api.Client, context.Context, func(), error) {
+	cl, err := f.client()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cctx, cancel := f.ctx(ctx)
+	return cl, cctx, func() { cancel(); cl.Close() }, nil
+}
+
+// state is open, then the node's state (the first thing most commands read).
+func (f *apiFlags) state(ctx context.Context) (*api.Client, node.State, context.Context, func(), error) {
+	cl, cctx, done, err := f.open(ctx)
+	if err != nil {
+		return nil, node.State{}, nil, nil, err
+	}
+	st, err := cl.State(cctx)
+	if err != nil {
+		done()
+		return nil, node.State{}, nil, nil, f.apiErr(err)
+	}
+	return cl, st, cctx, done, nil
+}
+
 // token is the bearer token for a TCP --api: BATON_API_TOKEN, else the token file
 // (--api-token-file, or DIR/api.token when it exists). The socket needs none.
 func (f *apiFlags) token() (string, error) {
@@ -168,13 +192,11 @@ func (c *cli) inviteCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		cl, err := f.client()
+		cl, cctx, done, err := f.open(cmd.Context())
 		if err != nil {
 			return err
 		}
-		defer cl.Close()
-		cctx, cancel := f.ctx(cmd.Context())
-		defer cancel()
+		defer done()
 		until := time.Now().Add(*ttl).Truncate(time.Second)
 		w, err := cl.AllowJoin(cctx, token, until)
 		if err != nil {
@@ -219,17 +241,11 @@ func (c *cli) leaveCmd() *cobra.Command {
 		Long: leaveLong, Example: "  baton leave --data /tmp/b3", Args: noArgs}
 	f := c.addAPIFlags(cmd.Flags(), 20*time.Second, "waiting for the cluster")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		cl, err := f.client()
+		cl, st, cctx, done, err := f.state(cmd.Context())
 		if err != nil {
 			return err
 		}
-		defer cl.Close()
-		cctx, cancel := f.ctx(cmd.Context())
-		defer cancel()
-		st, err := cl.State(cctx)
-		if err != nil {
-			return f.apiErr(err)
-		}
+		defer done()
 		if st.Lease.HeldByMe {
 			if err := cl.Release(cctx); err != nil {
 				return fmt.Errorf("release the lease before leaving: %w", f.apiErr(err))
@@ -282,17 +298,11 @@ func (c *cli) membersCmd() *cobra.Command {
 	lf := c.addAPIFlags(list.Flags(), 10*time.Second, "waiting for the node")
 	asJSON := list.Flags().Bool("json", false, "print JSON (GET /v1/peers)")
 	runList := func(cmd *cobra.Command, args []string) error {
-		cl, err := lf.client()
+		_, st, _, done, err := lf.state(cmd.Context())
 		if err != nil {
 			return err
 		}
-		defer cl.Close()
-		cctx, cancel := lf.ctx(cmd.Context())
-		defer cancel()
-		st, err := cl.State(cctx)
-		if err != nil {
-			return lf.apiErr(err)
-		}
+		defer done()
 		if *asJSON {
 			return printJSON(c.stdout, map[string]any{"peers": st.Peers, "quorum": st.Quorum})
 		}
@@ -313,17 +323,11 @@ func (c *cli) membersCmd() *cobra.Command {
 		}}
 	rf := c.addAPIFlags(remove.Flags(), 20*time.Second, "waiting for the cluster")
 	remove.RunE = func(cmd *cobra.Command, args []string) error {
-		cl, err := rf.client()
+		cl, st, cctx, done, err := rf.state(cmd.Context())
 		if err != nil {
 			return err
 		}
-		defer cl.Close()
-		cctx, cancel := rf.ctx(cmd.Context())
-		defer cancel()
-		st, err := cl.State(cctx)
-		if err != nil {
-			return rf.apiErr(err)
-		}
+		defer done()
 		id, err := resolvePeer(st, args[0], "ID")
 		if err != nil {
 			return err

@@ -91,13 +91,11 @@ func (c *cli) submitCmd() *cobra.Command {
 		if err := node.ValidateIntent(&in); err != nil {
 			return usagef("%s", api.Message(err))
 		}
-		cl, err := f.client()
+		cl, cctx, done, err := f.open(cmd.Context())
 		if err != nil {
 			return err
 		}
-		defer cl.Close()
-		cctx, cancel := f.ctx(cmd.Context())
-		defer cancel()
+		defer done()
 		res, err := cl.Submit(cctx, in, w)
 		if err != nil {
 			// Say why nothing answered: without a quorum nothing can be accepted.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -58,7 +57,7 @@ func (c *cli) leaseRelease() *cobra.Command {
 	cmd := &cobra.Command{Use: "release", Short: "make the holder give the lease up; a standby claims it at once", Args: noArgs}
 	f := c.addAPIFlags(cmd.Flags(), 10*time.Second, "waiting for the cluster")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		cl, st, ctx, done, err := c.stateFor(cmd.Context(), f)
+		cl, st, ctx, done, err := f.state(cmd.Context())
 		if err != nil {
 			return err
 		}
@@ -76,22 +75,6 @@ func (c *cli) leaseRelease() *cobra.Command {
 	return cmd
 }
 
-// stateFor connects and reads the state, bounded by --timeout.
-func (c *cli) stateFor(ctx context.Context, f *apiFlags) (*api.Client, node.State, context.Context, func(), error) {
-	cl, err := f.client()
-	if err != nil {
-		return nil, node.State{}, nil, nil, err
-	}
-	cctx, cancel := f.ctx(ctx)
-	done := func() { cancel(); cl.Close() }
-	st, err := cl.State(cctx)
-	if err != nil {
-		done()
-		return nil, node.State{}, nil, nil, f.apiErr(err)
-	}
-	return cl, st, cctx, done, nil
-}
-
 func (c *cli) leaseTransfer() *cobra.Command {
 	cmd := &cobra.Command{Use: "transfer --to PEER", Short: "make the holder hand the lease to a named member", Args: noArgs}
 	f := c.addAPIFlags(cmd.Flags(), 10*time.Second, "waiting for the cluster")
@@ -101,7 +84,7 @@ func (c *cli) leaseTransfer() *cobra.Command {
 		if *to == "" {
 			return usagef("--to PEER is required")
 		}
-		cl, st, ctx, done, err := c.stateFor(cmd.Context(), f)
+		cl, st, ctx, done, err := f.state(cmd.Context())
 		if err != nil {
 			return err
 		}
@@ -141,7 +124,7 @@ the lease history.`}
 		if strings.TrimSpace(*reason) == "" {
 			return usagef("--reason TEXT is required: say why you override the holder")
 		}
-		cl, before, ctx, done, err := c.stateFor(cmd.Context(), f)
+		cl, before, ctx, done, err := f.state(cmd.Context())
 		if err != nil {
 			return err
 		}
@@ -199,13 +182,11 @@ func (c *cli) leaseHistory() *cobra.Command {
 				return usagef("--event %q: want claim, renew, release, transfer or steal", e)
 			}
 		}
-		cl, err := f.client()
+		cl, ctx, done, err := f.open(cmd.Context())
 		if err != nil {
 			return err
 		}
-		defer cl.Close()
-		ctx, cancel := f.ctx(cmd.Context())
-		defer cancel()
+		defer done()
 		h, err := cl.LeaseHistory(ctx, filt)
 		if err != nil {
 			return f.apiErr(err)

@@ -27,17 +27,11 @@ func (c *cli) statusCmd() *cobra.Command {
 	f := c.addAPIFlags(cmd.Flags(), 10*time.Second, "waiting for the node")
 	asJSON := cmd.Flags().Bool("json", false, "print the state as JSON (GET /v1/state)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		cl, err := f.client()
+		_, st, _, done, err := f.state(cmd.Context())
 		if err != nil {
 			return err
 		}
-		defer cl.Close()
-		cctx, cancel := f.ctx(cmd.Context())
-		defer cancel()
-		st, err := cl.State(cctx)
-		if err != nil {
-			return f.apiErr(err)
-		}
+		defer done()
 		if *asJSON {
 			return printJSON(c.stdout, st)
 		}
