@@ -66,7 +66,7 @@ func (c *cli) leaseRelease() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if err := cl.Release(ctx); err != nil {
+		if err := cl.HolderRelease(ctx); err != nil {
 			return f.apiErr(err)
 		}
 		fmt.Fprintf(c.stdout, "released (epoch %d)%s; a standby claims it at once\n", st.Lease.Epoch, via)
@@ -103,7 +103,7 @@ func (c *cli) leaseTransfer() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if err := cl.Transfer(ctx, target); err != nil {
+		if err := cl.HolderTransfer(ctx, target); err != nil {
 			return f.apiErr(err)
 		}
 		fmt.Fprintf(c.stdout, "transferred to %s (%s) at epoch %d%s\n", shortPeer(target), target, st.Lease.Epoch+1, via)

@@ -91,6 +91,13 @@ type AddMemberRequest struct {
 
 type transferRequest struct {
 	To string `json:"to"`
+	// Forward: when this device does not hold the lease, ask the holder (at the epoch
+	// this device sees) instead of answering not_holder.
+	Forward bool `json:"forward,omitempty"`
+}
+
+type releaseRequest struct {
+	Forward bool `json:"forward,omitempty"`
 }
 
 type stealRequest struct {
@@ -614,13 +621,17 @@ func (a *Server) leaseAnswer(w http.ResponseWriter, err error) {
 }
 
 func (a *Server) postRelease(w http.ResponseWriter, r *http.Request) {
-	var req struct{}
+	var req releaseRequest
 	if err := decodeBody(w, r, &req, true); err != nil {
 		writeError(w, err)
 		return
 	}
 	ctx, cancel := apiCtx(r, DefaultAPITimeout)
 	defer cancel()
+	if req.Forward {
+		a.leaseAnswer(w, a.n.HolderRelease(ctx))
+		return
+	}
 	a.leaseAnswer(w, a.n.Release(ctx))
 }
 
@@ -632,6 +643,10 @@ func (a *Server) postTransfer(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := apiCtx(r, DefaultAPITimeout)
 	defer cancel()
+	if req.Forward {
+		a.leaseAnswer(w, a.n.HolderTransfer(ctx, req.To))
+		return
+	}
 	a.leaseAnswer(w, a.n.Transfer(ctx, req.To))
 }
 

@@ -259,6 +259,19 @@ func (c *Client) Transfer(ctx context.Context, to string) error {
 	return c.call(ctx, http.MethodPost, "/v1/lease/transfer", transferRequest{To: to}, nil)
 }
 
+// HolderRelease makes the holder release the lease, wherever it is: the node does it
+// if it holds, otherwise it forwards the request to the holder (POST
+// /v1/lease/release {"forward": true}).
+func (c *Client) HolderRelease(ctx context.Context) error {
+	return c.call(ctx, http.MethodPost, "/v1/lease/release", releaseRequest{Forward: true}, nil)
+}
+
+// HolderTransfer makes the holder hand the lease to member to, wherever it is (POST
+// /v1/lease/transfer {"to": to, "forward": true}).
+func (c *Client) HolderTransfer(ctx context.Context, to string) error {
+	return c.call(ctx, http.MethodPost, "/v1/lease/transfer", transferRequest{To: to, Forward: true}, nil)
+}
+
 // Steal takes the lease by force on the node (POST /v1/lease/steal).
 func (c *Client) Steal(ctx context.Context, reason string) error {
 	return c.call(ctx, http.MethodPost, "/v1/lease/steal", stealRequest{Reason: reason}, nil)

@@ -13,9 +13,9 @@ import (
 	"github.com/batonhq/baton/transport"
 )
 
-// Graceful handovers (release, transfer) asked of any device. The holder does them
-// itself; a device that does not hold the lease forwards the request to the holder the
-// applied record names (Network.Call), as etcdctl move-leader and consul's
+// Graceful handovers (release, transfer) asked of any device (HolderRelease,
+// HolderTransfer). The holder does them itself; a device that does not hold the lease
+// forwards the request to the holder the applied record names (Network.Call), as etcdctl move-leader and consul's
 // transfer-leader work from any member. The request names the epoch the asking device
 // saw: a holder at another epoch refuses it (not_holder), so a request delivered late
 // never ends a later hold. The holder never forwards a forwarded request again.
@@ -72,44 +72,22 @@ func handoverCode(err error) string {
 	return "internal"
 }
 
-// Release gives the lease up: a standby claims it at once. Asked of a device that does
-// not hold it, the request goes to the holder (see callRelease); ErrNotHolder when the
-// lease is free or moved on meanwhile.
+// Release gives this device's hold up: a standby claims it at once. ErrNotHolder
+// (election's) when this device does not hold the lease: a caller that means "my
+// hold" (exec, leave, shutdown) never ends another device's. HolderRelease is the
+// operator's "whoever holds it".
 func (n *Node) Release(ctx context.Context) error {
-	rec := n.lease.Current()
-	if rec.Holder == "" || rec.Holder == n.id {
-		return n.releaseHere(ctx)
-	}
-	return n.forwardHandover(ctx, callRelease, rec, "")
-}
-
-func (n *Node) releaseHere(ctx context.Context) error {
 	if err := n.lease.Release(ctx); err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
 	return nil
 }
 
-// Transfer hands the lease to member to in one entry (to holds epoch+1). Asked of a
-// device that does not hold it, the request goes to the holder.
+// Transfer hands this device's hold to member to in one entry (to holds epoch+1).
 func (n *Node) Transfer(ctx context.Context, to string) error {
-	if to == "" {
-		return fmt.Errorf("%w: transfer needs a target", ErrBadRequest)
+	if err := checkTarget(to); err != nil {
+		return err
 	}
-	if _, err := peer.Decode(to); err != nil {
-		return fmt.Errorf("%w: transfer target %q: %w", ErrBadRequest, to, err)
-	}
-	rec := n.lease.Current()
-	if rec.Holder == "" || rec.Holder == n.id {
-		return n.transferHere(ctx, to)
-	}
-	if rec.Holder == to {
-		return fmt.Errorf("%w: transfer target %s holds the lease already", ErrBadRequest, shortID(to))
-	}
-	return n.forwardHandover(ctx, callTransfer, rec, to)
-}
-
-func (n *Node) transferHere(ctx context.Context, to string) error {
 	if !n.isMember(ctx, to) {
 		return fmt.Errorf("%w: transfer target %s is not a member", ErrConflict, to)
 	}
@@ -117,6 +95,43 @@ func (n *Node) transferHere(ctx context.Context, to string) error {
 		return fmt.Errorf("transfer: %w", err)
 	}
 	return nil
+}
+
+func checkTarget(to string) error {
+	if to == "" {
+		return fmt.Errorf("%w: transfer needs a target", ErrBadRequest)
+	}
+	if _, err := peer.Decode(to); err != nil {
+		return fmt.Errorf("%w: transfer target %q: %w", ErrBadRequest, to, err)
+	}
+	return nil
+}
+
+// HolderRelease makes the holder release the lease, wherever it is: this device does
+// it if it holds, otherwise the request goes to the holder this replica's record names,
+// at that epoch (see callRelease). ErrNotHolder when the lease is free or the holder
+// moved on meanwhile.
+func (n *Node) HolderRelease(ctx context.Context) error {
+	rec := n.lease.Current()
+	if rec.Holder == "" || rec.Holder == n.id {
+		return n.Release(ctx)
+	}
+	return n.forwardHandover(ctx, callRelease, rec, "")
+}
+
+// HolderTransfer makes the holder hand the lease to member to, wherever it is.
+func (n *Node) HolderTransfer(ctx context.Context, to string) error {
+	if err := checkTarget(to); err != nil {
+		return err
+	}
+	rec := n.lease.Current()
+	if rec.Holder == "" || rec.Holder == n.id {
+		return n.Transfer(ctx, to)
+	}
+	if rec.Holder == to {
+		return fmt.Errorf("%w: transfer target %s holds the lease already", ErrBadRequest, shortID(to))
+	}
+	return n.forwardHandover(ctx, callTransfer, rec, to)
 }
 
 // forwardHandover asks rec's holder to release or transfer the lease at rec's epoch.
@@ -171,12 +186,9 @@ func (n *Node) handleHandover(ctx context.Context, from string, kind byte, paylo
 	var err error
 	switch kind {
 	case callRelease:
-		err = n.releaseHere(ctx)
+		err = n.Release(ctx)
 	case callTransfer:
-		if _, derr := peer.Decode(req.To); derr != nil {
-			return answer(fmt.Errorf("%w: transfer target %q: %w", ErrBadRequest, req.To, derr))
-		}
-		err = n.transferHere(ctx, req.To)
+		err = n.Transfer(ctx, req.To)
 	}
 	n.logger.Info("lease handover asked by another member", "op", map[byte]string{callRelease: "release", callTransfer: "transfer"}[kind],
 		"by", shortID(from), "to", shortID(req.To), "epoch", req.Epoch, "err", err)

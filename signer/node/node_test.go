@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/election"
+
 	"github.com/hashicorp/raft"
 
 	"github.com/batonhq/baton/intentlog"
@@ -234,15 +236,18 @@ func TestNodeCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		accept("after-transfer")
-		if err := h.Transfer(ctx, to.ID()); !errors.Is(err, ErrBadRequest) {
+		if err := h.Transfer(ctx, to.ID()); !errors.Is(err, election.ErrNotHolder) {
+			t.Fatalf("transfer by a non-holder: %v", err)
+		}
+		if err := h.HolderTransfer(ctx, to.ID()); !errors.Is(err, ErrBadRequest) {
 			t.Fatalf("transfer to the device that holds already, asked of another: %v", err)
 		}
 	})
 
-	// A release or transfer asked of a device that does not hold the lease goes to the
-	// holder, which does it (operators run `baton lease transfer` anywhere); a request
-	// naming an epoch the holder has left behind is refused, never applied to a later
-	// hold.
+	// HolderRelease and HolderTransfer asked of a device that does not hold the lease
+	// go to the holder, which does them (operators run `baton lease transfer` anywhere);
+	// a request naming an epoch the holder has left behind is refused, never applied to
+	// a later hold; and Release (this device's hold: exec, leave) never ends another's.
 	t.Run("handover_asked_of_a_standby", func(t *testing.T) {
 		var h *Node
 		testutil.WaitFor(t, 10*time.Second, "a holder", func() bool { h = holderOf(live()...); return h != nil })
@@ -255,7 +260,13 @@ func TestNodeCluster(t *testing.T) {
 		asker, to := others[0], others[1]
 		testutil.WaitFor(t, 5*time.Second, "the asker sees the holder", func() bool { return asker.State().Lease.Holder == h.ID() })
 		epoch := h.State().Lease.Epoch
-		if err := asker.Transfer(ctx, to.ID()); err != nil {
+		if err := asker.Release(ctx); !errors.Is(err, election.ErrNotHolder) {
+			t.Fatalf("Release by a standby: %v", err)
+		}
+		if !h.Holds() {
+			t.Fatal("a standby's Release ended the holder's hold")
+		}
+		if err := asker.HolderTransfer(ctx, to.ID()); err != nil {
 			t.Fatalf("transfer asked of a standby: %v", err)
 		}
 		testutil.WaitFor(t, 5*time.Second, "the target holds", to.Holds)
@@ -276,7 +287,7 @@ func TestNodeCluster(t *testing.T) {
 			t.Fatal("a release for a past epoch ended the hold")
 		}
 		testutil.WaitFor(t, 5*time.Second, "the asker sees the new holder", func() bool { return asker.State().Lease.Holder == to.ID() })
-		if err := asker.Release(ctx); err != nil {
+		if err := asker.HolderRelease(ctx); err != nil {
 			t.Fatalf("release asked of a standby: %v", err)
 		}
 		if to.Holds() {
