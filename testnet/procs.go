@@ -440,10 +440,25 @@ func (pc *ProcCluster) Stop(ctx context.Context, d *Device) error {
 }
 
 func (pc *ProcCluster) terminate(d *Device) error {
-	p := d.proc
-	if !p.alive() {
+	if !d.proc.alive() {
 		return nil
 	}
+	err := d.proc.terminate(2*pc.cfg.TTL + 10*time.Second)
+	if err != nil {
+		err = fmt.Errorf("%s: %w", d.Label(), err)
+	}
+	pc.harvest(d)
+	return err
+}
+
+// reapGrace bounds the wait for the exit channel of a process the OS has already
+// reaped (its Wait returned; the goroutine closing the channel has not run yet).
+const reapGrace = 5 * time.Second
+
+// terminate stops the process: SIGCONT if paused, SIGTERM, SIGKILL after grace. A
+// process that exited by itself meanwhile (a node stops after `baton leave`: the
+// signal then finds it finished) is stopped, not an error.
+func (p *proc) terminate(grace time.Duration) error {
 	if p.isPaused() {
 		_ = p.signal(syscall.SIGCONT)
 		p.mu.Lock()
@@ -451,16 +466,17 @@ func (pc *ProcCluster) terminate(d *Device) error {
 		p.mu.Unlock()
 	}
 	if err := p.signal(syscall.SIGTERM); err != nil {
+		if errors.Is(err, os.ErrProcessDone) && p.waitExit(reapGrace) {
+			return nil
+		}
 		return err
 	}
-	var err error
-	if !p.waitExit(2*pc.cfg.TTL + 10*time.Second) {
+	if !p.waitExit(grace) {
 		_ = p.signal(syscall.SIGKILL)
-		p.waitExit(5 * time.Second)
-		err = fmt.Errorf("%s did not stop on SIGTERM", d.Label())
+		p.waitExit(reapGrace)
+		return errors.New("did not stop on SIGTERM")
 	}
-	pc.harvest(d)
-	return err
+	return nil
 }
 
 // Restart runs the device again from its data dir.

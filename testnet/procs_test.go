@@ -2,12 +2,14 @@ package testnet
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -121,3 +123,31 @@ func TestProcsUnsupportedScenario(t *testing.T) {
 }
 
 func mkdirTempForBin() (string, error) { return os.MkdirTemp("", "baton-bin-") }
+
+// A process that exited by itself (a node stops after `baton leave`) and was reaped,
+// while the goroutine that closes its exit channel has not run yet: terminate's
+// SIGTERM finds it finished. That is a stopped process, not a failed round (the
+// 35-minute soak at ab79c2a failed two churn rounds with "os: process already
+// finished").
+func TestProcTerminateAfterItExitedByItself(t *testing.T) {
+	cmd := exec.Command("true")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no true(1): %v", err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	p := &proc{cmd: cmd, exited: exited}
+	if err := p.signal(syscall.SIGTERM); !errors.Is(err, os.ErrProcessDone) {
+		t.Fatalf("signal to a reaped process: %v, want os.ErrProcessDone (the race this test is about)", err)
+	}
+	reaper := time.AfterFunc(20*time.Millisecond, func() { close(exited) }) // the Wait goroutine, late
+	defer reaper.Stop()
+	if err := p.terminate(time.Second); err != nil {
+		t.Fatalf("terminate of a process that exited by itself: %v", err)
+	}
+	if p.alive() {
+		t.Fatal("still alive after terminate")
+	}
+}
