@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -86,8 +87,14 @@ func TestHelpGolden(t *testing.T) {
 		if n := strings.Count(out, "Usage:"); n != 1 && sub.Name() != "help" && sub.Name() != "completion" {
 			t.Errorf("%s --help prints usage %d times", sub.Name(), n)
 		}
+		if m := singleDashFlag.FindString(out); m != "" {
+			t.Errorf("%s --help lists a single-dash flag (%q)", sub.Name(), strings.TrimSpace(m))
+		}
 	}
 }
+
+// singleDashFlag is a flag listed Go-flag style ("  -events"), not "--events".
+var singleDashFlag = regexp.MustCompile(`(?m)^\s+-[a-z][a-z-]+\b`)
 
 // Usage mistakes are one line on stderr, nothing on stdout, exit status 2.
 func TestUsageErrorsGolden(t *testing.T) {
@@ -118,6 +125,9 @@ func TestUsageErrorsGolden(t *testing.T) {
 		{"verify", "a", "b"},
 		{"version", "x"},
 		{"completion", "tcsh"},
+		{"sim", "-seed", "3"},
+		{"sim", "--seed", "3", "extra"},
+		{"drill", "--bogus"},
 	}
 	var b strings.Builder
 	for _, args := range cases {

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	flag "github.com/spf13/pflag"
 )
 
 // SearchOptions configure a search: many seeds, run Parallel at a time.
@@ -318,7 +319,7 @@ var ErrNoHarness = errors.New("sim: this build of baton has no test harness for 
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	setMainPrefix(args)
 	fs := flag.NewFlagSet("baton sim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // errors are printed once, below
 	seed := fs.Int64("seed", -1, "replay this one seed (its report; --events: every event)")
 	seeds := fs.Int("seeds", 0, "seeds to run (0: until --for has passed)")
 	first := fs.Int64("first", 1, "first seed")
@@ -339,7 +340,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	worker := fs.Bool("worker", false, "internal: run the seeds read from stdin, one JSON result per line on stdout")
 	fs.Usage = func() {
 		fs.SetOutput(stdout)
-		defer fs.SetOutput(stderr)
+		defer fs.SetOutput(io.Discard)
 		fmt.Fprintf(stdout, "Usage: baton sim [--seeds N | --for D] [flags]   search seeds\n"+
 			"       baton sim --seed N [flags]             replay one seed\n\n"+
 			"Runs real nodes (node.New over a simulated network and Raft transport) in virtual time\n"+
@@ -348,13 +349,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		if errors.Is(err, flag.ErrHelp) { // pflag printed the usage already
 			return 0
 		}
+		fmt.Fprintf(stderr, "baton sim: %v (see baton sim --help)\n", err)
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "baton sim: unexpected argument %q\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "baton sim: unexpected argument %q (see baton sim --help)\n", fs.Arg(0))
 		return 2
 	}
 	k, err := ParseKnobs(*knobs)
