@@ -163,7 +163,9 @@ func checkRaftFile(dir string) error {
 
 // latestSnapshotIndex is the index of the snapshot Raft starts from: the newest (by
 // term, index, ID, as raft's FileSnapshotStore orders them) under dir/snapshots whose
-// meta reads, of a version raft understands; 0 if none.
+// meta reads, of a version raft understands; 0 if none. Read by hand: opening raft's
+// FileSnapshotStore creates the directory and writes a permission probe, and this
+// check runs before anything may write.
 func latestSnapshotIndex(dir string) uint64 {
 	ents, err := os.ReadDir(filepath.Join(dir, "snapshots"))
 	if err != nil {

@@ -15,8 +15,8 @@ import (
 
 // Graceful handovers (release, transfer) asked of any device (HolderRelease,
 // HolderTransfer). The holder does them itself; a device that does not hold the lease
-// forwards the request to the holder the applied record names (Network.Call), as etcdctl move-leader and consul's
-// transfer-leader work from any member. The request names the epoch the asking device
+// forwards the request to the holder the applied record names (Network.Call), as
+// etcdctl move-leader and consul's transfer-leader work from any member. The request names the epoch the asking device
 // saw: a holder at another epoch refuses it (not_holder), so a request delivered late
 // never ends a later hold. The holder never forwards a forwarded request again.
 const (
@@ -35,41 +35,50 @@ type handoverAnswer struct {
 	Msg string `json:"msg,omitempty"`
 }
 
-// Handover answer codes and the sentinel each one unwraps to on the asking device.
+// handoverCodes: each answer code, the sentinel it unwraps to on the asking device,
+// and the errors of the holder's that it stands for (the sentinel among them); the
+// first match wins, "internal" for anything else.
 var handoverCodes = []struct {
 	code string
 	err  error
+	is   []error
 }{
-	{"not_holder", ErrNotHolder},
-	{"bad_request", ErrBadRequest},
-	{"conflict", ErrConflict},
-	{"rejected", ErrRejected},
-	{"timeout", ErrTimeout},
-	{"no_quorum", ErrNoQuorum},
-	{"stopped", ErrStopped},
-	{"internal", ErrInternal},
+	{"not_holder", ErrNotHolder, []error{ErrNotHolder, election.ErrNotHolder}},
+	{"bad_request", ErrBadRequest, []error{ErrBadRequest, election.ErrBadTarget}},
+	{"conflict", ErrConflict, []error{ErrConflict}},
+	{"rejected", ErrRejected, []error{ErrRejected, election.ErrRejected}},
+	{"no_quorum", ErrNoQuorum, []error{ErrNoQuorum, transport.ErrNoLeader}},
+	{"timeout", ErrTimeout, []error{ErrTimeout, intentlog.ErrTimeout, transport.ErrTimeout, context.DeadlineExceeded, context.Canceled}},
+	{"stopped", ErrStopped, []error{ErrStopped, intentlog.ErrClosed}},
 }
 
 // handoverCode is the answer code of the holder's error.
 func handoverCode(err error) string {
-	switch {
-	case errors.Is(err, ErrNotHolder), errors.Is(err, election.ErrNotHolder):
-		return "not_holder"
-	case errors.Is(err, ErrBadRequest), errors.Is(err, election.ErrBadTarget):
-		return "bad_request"
-	case errors.Is(err, ErrConflict):
-		return "conflict"
-	case errors.Is(err, ErrRejected), errors.Is(err, election.ErrRejected):
-		return "rejected"
-	case errors.Is(err, ErrNoQuorum), errors.Is(err, transport.ErrNoLeader):
-		return "no_quorum"
-	case errors.Is(err, ErrTimeout), errors.Is(err, intentlog.ErrTimeout), errors.Is(err, transport.ErrTimeout),
-		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return "timeout"
-	case errors.Is(err, ErrStopped), errors.Is(err, intentlog.ErrClosed):
-		return "stopped"
+	for _, c := range handoverCodes {
+		for _, target := range c.is {
+			if errors.Is(err, target) {
+				return c.code
+			}
+		}
 	}
 	return "internal"
+}
+
+// handoverSentinel is the error an answer code unwraps to.
+func handoverSentinel(code string) error {
+	for _, c := range handoverCodes {
+		if c.code == code {
+			return c.err
+		}
+	}
+	return ErrInternal
+}
+
+func handoverOp(kind byte) string {
+	if kind == callTransfer {
+		return "transfer"
+	}
+	return "release"
 }
 
 // Release gives this device's hold up: a standby claims it at once. ErrNotHolder
@@ -136,7 +145,7 @@ func (n *Node) HolderTransfer(ctx context.Context, to string) error {
 
 // forwardHandover asks rec's holder to release or transfer the lease at rec's epoch.
 func (n *Node) forwardHandover(ctx context.Context, kind byte, rec intentlog.Lease, to string) error {
-	op := map[byte]string{callRelease: "release", callTransfer: "transfer"}[kind]
+	op := handoverOp(kind)
 	body, err := json.Marshal(handoverRequest{Epoch: rec.Epoch, To: to})
 	if err != nil {
 		return err
@@ -155,16 +164,15 @@ func (n *Node) forwardHandover(ctx context.Context, kind byte, rec intentlog.Lea
 	if err := json.Unmarshal(out, &ans); err != nil {
 		return fmt.Errorf("%s: %w: bad answer from the holder %s", op, ErrInternal, shortID(rec.Holder))
 	}
-	if ans.Err == "" {
-		return nil
+	if ans.Err != "" {
+		return fmt.Errorf("%s, asked of the holder %s: %w: %s", op, shortID(rec.Holder), handoverSentinel(ans.Err), ans.Msg)
 	}
-	sentinel := ErrInternal
-	for _, c := range handoverCodes {
-		if c.code == ans.Err {
-			sentinel = c.err
-		}
+	// Done and applied on the leader; a read barrier brings this replica there too,
+	// so that what the caller reads next (the API answers with the lease) shows it.
+	if err := n.prop.Sync(ctx); err != nil {
+		n.logger.Debug("read barrier after a forwarded handover", "err", err)
 	}
-	return fmt.Errorf("%s, asked of the holder %s: %w: %s", op, shortID(rec.Holder), sentinel, ans.Msg)
+	return nil
 }
 
 // handleHandover is the holder's side of a forwarded release or transfer.
@@ -190,7 +198,7 @@ func (n *Node) handleHandover(ctx context.Context, from string, kind byte, paylo
 	case callTransfer:
 		err = n.Transfer(ctx, req.To)
 	}
-	n.logger.Info("lease handover asked by another member", "op", map[byte]string{callRelease: "release", callTransfer: "transfer"}[kind],
+	n.logger.Info("lease handover asked by another member", "op", handoverOp(kind),
 		"by", shortID(from), "to", shortID(req.To), "epoch", req.Epoch, "err", err)
 	return answer(err)
 }

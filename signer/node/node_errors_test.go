@@ -3,8 +3,11 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/internal/testutil"
 	"github.com/batonhq/baton/transport"
 )
@@ -49,5 +52,27 @@ func TestConfigValidation(t *testing.T) {
 	}
 	if _, err := Start(context.Background(), Config{}); !errors.Is(err, ErrBadConfig) {
 		t.Fatalf("Start with an empty config: %v", err)
+	}
+}
+
+// Every handover answer code unwraps, on the asking device, to the sentinel the
+// holder's error matched; election's and the log's errors map to the node's.
+func TestHandoverCodesRoundTrip(t *testing.T) {
+	cases := []struct {
+		err  error
+		want error
+	}{
+		{fmt.Errorf("transfer: %w", election.ErrNotHolder), ErrNotHolder},
+		{fmt.Errorf("x: %w", election.ErrBadTarget), ErrBadRequest},
+		{fmt.Errorf("x: %w", ErrConflict), ErrConflict},
+		{fmt.Errorf("x: %w", election.ErrRejected), ErrRejected},
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), ErrTimeout},
+		{fmt.Errorf("x: %w", intentlog.ErrClosed), ErrStopped},
+		{errors.New("disk on fire"), ErrInternal},
+	}
+	for _, c := range cases {
+		if got := handoverSentinel(handoverCode(c.err)); got != c.want {
+			t.Errorf("%v: code %q unwraps to %v, want %v", c.err, handoverCode(c.err), got, c.want)
+		}
 	}
 }
