@@ -210,7 +210,7 @@ func (d *demo) run(ctx context.Context, rate int) (problems []string, err error)
 		if err == nil {
 			break
 		}
-		if attempt == 5 || !(errors.Is(err, election.ErrStaleRecord) || errors.Is(err, election.ErrNotHolder)) {
+		if attempt == 5 || !errors.Is(err, election.ErrNotHolder) {
 			return problems, err
 		}
 		d.say("transfer refused (%v); looking at the lease again", err)
