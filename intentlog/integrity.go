@@ -143,10 +143,11 @@ func checkRaftFile(dir string) error {
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	err := checkBolt(path, nil)
+	var sealed bool
+	err := checkBolt(path, func(db *bolt.DB) (err error) { sealed, err = checkStableBucket(db); return err })
 	if err == nil {
 		snap := latestSnapshotIndex(dir)
-		err = guarded(func() error { return checkRaftEntries(path, snap) })
+		err = guarded(func() error { return checkRaftEntries(path, snap, sealed) })
 	}
 	var ce *CorruptFileError
 	if errors.As(err, &ce) {
@@ -202,7 +203,9 @@ func latestSnapshotIndex(dir string) uint64 {
 // minus TrailingLogs) and appends the leader's after the snapshot's index, with
 // nothing in between (seed 4334 of testnet/sim: entries 292-419 and 571-671 around
 // a snapshot at 570).
-func checkRaftEntries(path string, snap uint64) error {
+//
+// Every entry's seal (raftseal.go) is verified: required when the file is sealed.
+func checkRaftEntries(path string, snap uint64, sealed bool) error {
 	store, err := raftboltdb.New(raftboltdb.Options{Path: path,
 		BoltOptions: &bolt.Options{ReadOnly: true, Timeout: 2 * time.Second}})
 	if err != nil {
@@ -234,6 +237,9 @@ func checkRaftEntries(path string, snap uint64) error {
 				return bad(i, "missing (the log has entries %d to %d; the latest snapshot is at %d)", first, last, snap)
 			}
 			return bad(i, "does not decode: %v", err)
+		}
+		if err := checkEntrySeal(&l, sealed); err != nil {
+			return bad(i, "%v", err)
 		}
 		if l.Index != i {
 			return bad(i, "holds the entry of index %d", l.Index)
@@ -345,6 +351,9 @@ func readStable(path string) (map[string][]byte, error) {
 	}
 	if len(out) == 0 {
 		return nil, errors.New("the stable store is empty")
+	}
+	if err := checkStableValues(out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

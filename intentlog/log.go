@@ -164,7 +164,15 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 		fsm.Close()
 		return nil, fmt.Errorf("open snapshot store: %w", err)
 	}
-	has, err := raft.HasExistingState(store, store, snaps)
+	// Every byte Raft trusts is sealed (raftseal.go); a file from before is sealed now.
+	rf := &raftStoreFault{onChange: func() { fsm.notify.publish(nil) }}
+	if err := sealRaftFile(store, cfg.Logger); err != nil {
+		store.Close()
+		fsm.Close()
+		return nil, fmt.Errorf("open: %w", err)
+	}
+	sealedLogs, sealedStable := sealedLogStore{LogStore: store, onCorrupt: rf.corrupted}, sealedStableStore{store}
+	has, err := raft.HasExistingState(sealedLogs, sealedStable, snaps)
 	if err == nil && !has && fsm.View().AppliedIndex > 0 {
 		err = fmt.Errorf("%w (state.db at index %d)", ErrInconsistentState, fsm.View().AppliedIndex)
 	}
@@ -174,14 +182,13 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 		return nil, fmt.Errorf("open: %w", err)
 	}
 	rc.NoSnapshotRestoreOnStart = stateCoversSnapshot(fsm, snaps)
-	rf := &raftStoreFault{onChange: func() { fsm.notify.publish(nil) }}
-	logs, err := raft.NewLogCache(512, faultLogStore{LogStore: store, f: rf})
+	logs, err := raft.NewLogCache(512, faultLogStore{LogStore: sealedLogs, f: rf})
 	if err != nil {
 		store.Close()
 		fsm.Close()
 		return nil, fmt.Errorf("log cache: %w", err)
 	}
-	r, err := raft.NewRaft(rc, fsm, logs, faultStableStore{StableStore: store, f: rf}, snaps, trans)
+	r, err := raft.NewRaft(rc, fsm, logs, faultStableStore{StableStore: sealedStable, f: rf}, snaps, trans)
 	if err != nil {
 		store.Close()
 		fsm.Close()
