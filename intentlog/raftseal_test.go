@@ -3,6 +3,7 @@ package intentlog
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -333,5 +334,18 @@ func TestSealedStoresRoundTrip(t *testing.T) {
 	var got raft.Log
 	if err := ls.GetLog(2, &got); !errors.Is(err, ErrCorrupt) || len(corrupt) != 1 || corrupt[0] != 2 {
 		t.Fatalf("GetLog of a flipped term: %v, reported %v", err, corrupt)
+	}
+}
+
+// entryCRC's header loop is CRC-32C over the big-endian header bytes.
+func TestEntryCRCMatchesCRC32C(t *testing.T) {
+	l := &raft.Log{Index: 0x0102030405060708, Term: 0x1112131415161718, Type: raft.LogConfiguration, Data: []byte("data")}
+	h := binary.BigEndian.AppendUint64(nil, l.Index)
+	h = binary.BigEndian.AppendUint64(h, l.Term)
+	h = append(h, byte(l.Type))
+	h = binary.BigEndian.AppendUint32(h, uint32(len(l.Data)))
+	want := crc32c(append(append(h, l.Data...), "ext"...))
+	if got := entryCRC(l, []byte("ext")); got != want {
+		t.Fatalf("entryCRC %08x, want %08x", got, want)
 	}
 }
