@@ -340,6 +340,9 @@ func (c *cli) runNode(ctx context.Context, f *runFlags, inv *device.Invite) (err
 		attrs = append(attrs, "metrics", "http://"+ms.Addr()+"/metrics")
 	}
 	logger.Info("baton running", append(attrs, "node", n.ID(), "signer", cfg.ChainKey != nil, "version", version())...)
+	if s.dev.Replica {
+		logger.Info("this device is a replica: it was made without the chain key (device.json) and never signs; if it should sign, stop it and put the chain key back in chain.key (from a backup or another signer)")
+	}
 	go func() {
 		// Until this device first sees a leader, "no leader" warnings are expected; so
 		// are those of calls that started before it (they end within a tick).

@@ -34,6 +34,9 @@ type Doc struct {
 	Version int    `json:"version"`
 	Chain   string `json:"chain"`           // the chain's did:key
 	First   bool   `json:"first,omitempty"` // created with a new chain: bootstraps on its first run
+	// Signer: created with the chain key (true) or as a replica (false). Absent in a
+	// device.json written before it was recorded (see Open).
+	Signer *bool `json:"signer,omitempty"`
 }
 
 // Device is an opened data dir.
@@ -44,6 +47,9 @@ type Device struct {
 	Chain   string            // the chain's did:key
 	Key     *chain.Ed25519Key // the chain key; nil on a replica that never signs
 	Founder bool              // made with a new chain: bootstraps the cluster on its first run
+	// Replica: made without the chain key (or by a version that did not record it, and
+	// not the founder): it never signs. baton run says so at start.
+	Replica bool
 }
 
 // Keys is what Create writes besides the identity.
@@ -96,12 +102,19 @@ func Open(dir string) (*Device, error) {
 	k, err := chain.LoadKey(filepath.Join(dir, ChainKeyFile))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		if err := checkNoChainKey(dir, doc); err != nil {
+			return nil, err
+		}
+		d.Replica = true
 	case err != nil:
 		return nil, err
 	case k.DID() != doc.Chain:
 		return nil, fmt.Errorf("%w: %s holds the key of %s, but this device serves %s", ErrWrongChain, filepath.Join(dir, ChainKeyFile), k.DID(), doc.Chain)
 	default:
 		d.Key = k
+	}
+	if err := checkIdentityPresent(dir); err != nil {
+		return nil, err
 	}
 	priv, err := transport.LoadOrCreateIdentity(dir)
 	if err != nil {
@@ -166,7 +179,8 @@ func Create(dir string, k Keys) (_ *Device, err error) {
 	if err := transport.WritePSKFile(filepath.Join(dir, NetworkKeyFile), k.PSK); err != nil {
 		return nil, fmt.Errorf("write network key: %w", err)
 	}
-	doc, err := json.MarshalIndent(Doc{Version: 1, Chain: k.Chain, First: k.Founder}, "", "  ")
+	signer := k.Key != nil
+	doc, err := json.MarshalIndent(Doc{Version: 1, Chain: k.Chain, First: k.Founder, Signer: &signer}, "", "  ")
 	if err != nil {
 		return nil, err
 	}

@@ -17,4 +17,8 @@ var (
 	// ErrRemoved: the device left its cluster (or was removed); it cannot run again
 	// from this data dir's Raft state.
 	ErrRemoved = errors.New("this device was removed from its cluster")
+	// ErrMissingKey: a key file the device had is gone (identity.key of a device with
+	// history, chain.key of a signer). Never replaced silently: the message says what
+	// to do.
+	ErrMissingKey = errors.New("key file missing")
 )
