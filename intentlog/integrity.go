@@ -239,7 +239,7 @@ func checkRaftEntries(path string, snap uint64, sealed bool) error {
 			return bad(i, "does not decode: %v", err)
 		}
 		if err := checkEntrySeal(&l, sealed); err != nil {
-			return bad(i, "%v", err)
+			return &CorruptFileError{File: RaftFile, Index: i, Err: err}
 		}
 		if l.Index != i {
 			return bad(i, "holds the entry of index %d", l.Index)

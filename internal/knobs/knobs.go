@@ -20,6 +20,10 @@ type Intentlog struct {
 	// DedupeCount IDs are remembered the oldest is forgotten, whatever its age and
 	// even if it is still pending (a retry of it is then queued a second time).
 	DedupeCount int
+	// UnsealedRaftLog opens raft.db without the seals of every entry and of Raft's
+	// term and vote (issue 20 item 1): a flipped term passes the start check. Set
+	// from a run's start, the file is never sealed.
+	UnsealedRaftLog bool
 }
 
 // Node holds the test hooks of package signer/node.

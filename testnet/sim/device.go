@@ -44,6 +44,8 @@ type device struct {
 	suspended bool // has been suspended in this run (its clock steps go forward only)
 	stepBack  bool // its wall clock has stepped back (its pauses are SIGSTOPs)
 	removed   bool
+	diskBad   bool // a disk fault left its raft.db refused, until repaired (faults_disk.go)
+	joins     bool // repaired: it joins the cluster (never bootstraps one) from now on
 }
 
 func newDevice(w *world, i int) *device {
@@ -86,7 +88,7 @@ func (d *device) start() error {
 	ep := &endpoint{dev: d.idx, addr: raft.ServerAddress(d.id), dead: make(chan struct{}), raftIn: make(chan raft.RPC, 16)}
 	w.nw.attach(ep)
 	d.mu.Lock()
-	inc := d.inc + 1
+	inc, joins := d.inc+1, d.joins
 	d.mu.Unlock()
 	logger := w.cfg.Logger
 	if logger == nil {
@@ -95,7 +97,7 @@ func (d *device) start() error {
 	cfg := node.Config{
 		DataDir:   d.dir,
 		ChainKey:  d.key,
-		Bootstrap: true, // a no-op once Raft has state
+		Bootstrap: !joins, // a no-op once Raft has state
 		TTL:       w.cfg.TTL,
 		Tick:      w.cfg.Tick,
 		Clock:     d.clock,

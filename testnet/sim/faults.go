@@ -104,6 +104,9 @@ func (w *world) inject(a action, dev int) (bool, string) {
 		w.setUndo(a.ID, func() { w.restart(d) })
 		return true, fmt.Sprintf("%s (dev%d)", a, dev)
 
+	case FDisk:
+		return w.injectDisk(a, dev)
+
 	case FPause:
 		d := w.devs[dev]
 		ok, mono := d.pause(a.Mono)

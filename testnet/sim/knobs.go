@@ -21,6 +21,10 @@ type Knobs struct {
 	// DedupeCount > 0: the dedupe window is a count of IDs, not a retention period
 	// (bug c: a retry after DedupeCount other IDs is applied a second time).
 	DedupeCount int
+	// UnsealedRaft: raft.db without the seals of its entries' index, term and type
+	// and of Raft's term and vote (issue 20 item 1: a device with a flipped term
+	// starts, wins an election and truncates committed entries elsewhere).
+	UnsealedRaft bool
 }
 
 // KnobsWired reports whether applyKnobs passes knobs to the code under test (it
@@ -36,7 +40,7 @@ func applyKnobs(k Knobs, cfg *node.Config) {
 	if cfg.Knobs == nil {
 		cfg.Knobs = &knobs.Node{}
 	}
-	cfg.Knobs.Intentlog = &knobs.Intentlog{EpochOnlyClaim: k.EpochOnlyClaim, DedupeCount: k.DedupeCount}
+	cfg.Knobs.Intentlog = &knobs.Intentlog{EpochOnlyClaim: k.EpochOnlyClaim, DedupeCount: k.DedupeCount, UnsealedRaftLog: k.UnsealedRaft}
 }
 
 // String is the form ParseKnobs reads: "epoch-only-claim,dedupe-count=64" ("" for
@@ -48,6 +52,9 @@ func (k Knobs) String() string {
 	}
 	if k.DedupeCount > 0 {
 		parts = append(parts, fmt.Sprintf("dedupe-count=%d", k.DedupeCount))
+	}
+	if k.UnsealedRaft {
+		parts = append(parts, "unsealed-raft")
 	}
 	return strings.Join(parts, ",")
 }
@@ -62,6 +69,8 @@ func ParseKnobs(s string) (Knobs, error) {
 		case "":
 		case "epoch-only-claim":
 			k.EpochOnlyClaim = true
+		case "unsealed-raft":
+			k.UnsealedRaft = true
 		case "dedupe-count":
 			n, err := strconv.Atoi(val)
 			if err != nil || n <= 0 {
@@ -69,7 +78,7 @@ func ParseKnobs(s string) (Knobs, error) {
 			}
 			k.DedupeCount = n
 		default:
-			return Knobs{}, fmt.Errorf("sim: unknown knob %q (have epoch-only-claim, dedupe-count=N)", name)
+			return Knobs{}, fmt.Errorf("sim: unknown knob %q (have epoch-only-claim, dedupe-count=N, unsealed-raft)", name)
 		}
 	}
 	return k, nil

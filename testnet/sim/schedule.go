@@ -29,7 +29,7 @@ type action struct {
 	Step     time.Duration // clock step
 	Rate     float64       // clock rate
 	Mono     bool          // pause: SIGSTOP (true: Mono catches up) or suspend (false)
-	Damage   string        // power cut: what becomes of state.db
+	Damage   string        // power cut: what becomes of state.db; disk: diskDamages
 	Frac     float64       // power cut "truncate": fraction of the file kept
 	N        int           // burst size
 	Seed     uint64        // for choices made when the action runs
@@ -97,7 +97,9 @@ func (a action) String() string {
 			b.WriteString(" suspend")
 		}
 	}
-	if a.Damage != "" {
+	if a.Kind == FDisk {
+		fmt.Fprintf(&b, " damage=%s", a.Damage)
+	} else if a.Damage != "" {
 		fmt.Fprintf(&b, " state.db=%s", a.Damage)
 	}
 	if a.N > 0 {
@@ -305,6 +307,10 @@ func makeSchedule(seed int64, devices int, p Profile, dur, ttl time.Duration) []
 					a.Damage = "keep"
 				}
 			}
+		case FDisk:
+			a.Dur = between(time.Second, 4*time.Second)
+			a.Target, a.Dev = target()
+			a.Damage = diskDamage(rng)
 		case FPause:
 			a.Dur = ttlTimes(1.2, 3)
 			a.Target, a.Dev = target()
