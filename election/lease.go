@@ -409,7 +409,7 @@ func (l *Lease) Renew(ctx context.Context) (bool, error) {
 	now, mono := l.clock.Now(), l.clock.Mono()
 	// ts must change the record (observers restart their count on a change, and the
 	// memory of this write is keyed by it) even if the wall clock stepped back.
-	ts := l.uniqueTSLocked(max(now.UnixMilli(), rec.TS+1))
+	ts := l.uniqueTSLocked(max(l.stampLocked(now, mono), rec.TS+1))
 	e := intentlog.RenewEntry{Holder: l.self, Epoch: rec.Epoch, PrevRev: rec.Rev, TS: ts}
 	l.addWriteLocked(write{epoch: e.Epoch, ts: ts, mono: mono, wall: now})
 	l.stats.RenewsProposed++
@@ -520,7 +520,7 @@ func (l *Lease) Transfer(ctx context.Context, to string) error {
 	l.mu.Unlock()
 
 	return l.proposeYield(ctx, "transfer", rec, func(rec intentlog.Lease) intentlog.Entry {
-		ts := max(l.clock.Now().UnixMilli(), rec.TS+1)
+		ts := max(l.Stamp(), rec.TS+1)
 		return intentlog.TransferEntry{Holder: l.self, Epoch: rec.Epoch, PrevRev: rec.Rev, To: to, TS: ts}
 	})
 }
@@ -588,7 +588,7 @@ func (l *Lease) claimEntryLocked(rec intentlog.Lease, reason string) intentlog.C
 		Holder:  l.self,
 		Epoch:   rec.Epoch + 1,
 		PrevRev: rec.Rev,
-		TS:      l.uniqueTSLocked(now.UnixMilli()),
+		TS:      l.uniqueTSLocked(l.claimStampLocked(rec, now, mono)),
 		TTL:     l.pol.TTL.Milliseconds(),
 		Force:   reason != "",
 		Reason:  reason,

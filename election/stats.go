@@ -29,6 +29,10 @@ type Stats struct {
 	// device's observation (counted once per record).
 	SkewSuspicions uint64
 	LastSkew       SkewReport
+	// ClockAhead counts stamps of this device's holds that were clamped because its
+	// wall clock had stepped ahead of its monotonic clock (see Lease.Stamp).
+	ClockAhead     uint64
+	LastClockAhead ClockAheadReport
 }
 
 // SkewReport is the last suspected-skew observation.

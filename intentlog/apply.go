@@ -32,6 +32,7 @@ type applier struct {
 	rejDirty                bool
 	events                  []Event
 	changed                 bool
+	bounded                 bool // the entry being applied is version 3: its log time step is bounded
 }
 
 func (a *applier) apply(l *raft.Log) any {
@@ -67,6 +68,7 @@ func (a *applier) apply(l *raft.Log) any {
 		return res
 	}
 	a.budget = evictPerEntry
+	a.bounded = l.Data[0] == CodecVersion
 	res := a.command(l, e)
 	if res.Accepted {
 		// Only after an accepted entry: a rejected one changes nothing but its counter
@@ -283,19 +285,60 @@ func (a *applier) retention() int64 {
 	return DefaultRetention
 }
 
-// advance moves log time to ts if ts is later (log time never decreases). Only
-// version-2 entries call it: version-1 entries did not keep log time, and a converted
-// old snapshot must equal its replayed log.
+// advance moves log time for an accepted entry that carries the timestamp ts. Only
+// version-2 and version-3 entries call it: version-1 entries did not keep log time, and
+// a converted old snapshot must equal its replayed log.
+//
+// A version-2 entry (an older build's) keeps its rule on replay: log time becomes ts if
+// ts is later, however far ahead. That let one claim from a clock two hours fast make
+// the dedupe window forget every ID (issue 19).
+//
+// A version-3 entry moves log time by the difference between ts and the timestamp of
+// the previous such entry (LastStamp; before the first one, log time itself), clamped
+// to [0, maxLogTimeStep]. A clock that steps ahead, or a holder whose clock runs ahead
+// of the last one's, moves log time by at most one step, once; a clock behind (or
+// stepping back) moves it by nothing, once; otherwise log time advances at the pace of
+// the writers' clocks. An idle gap longer than one step is counted as one step: log
+// time then lags the wall clocks, which lengthens the retention of the IDs remembered
+// before the gap and shortens nothing. Each step cut short counts in TimeClamped.
 func (a *applier) advance(ts int64) {
-	if ts <= a.m.LogTime {
+	if !a.bounded || a.m.LogTime <= 0 {
+		if ts <= a.m.LogTime {
+			return
+		}
+		if a.m.TimeOrigin == 0 {
+			// IDs remembered before log time started (log time 0: a legacy log) count
+			// from here.
+			a.m.TimeOrigin = ts
+		}
+		a.m.LogTime = ts
+		if a.bounded {
+			a.m.LastStamp = ts
+		}
 		return
 	}
-	if a.m.TimeOrigin == 0 {
-		// IDs remembered before log time started (log time 0: a legacy log) count
-		// from here.
-		a.m.TimeOrigin = ts
+	prev := a.m.LastStamp
+	if prev == 0 {
+		prev = a.m.LogTime
 	}
-	a.m.LogTime = ts
+	a.m.LastStamp = ts
+	step, limit := ts-prev, a.maxLogTimeStep()
+	if step <= 0 {
+		return
+	}
+	if step > limit {
+		step = limit
+		a.m.TimeClamped++
+	}
+	a.m.LogTime += step
+}
+
+// maxLogTimeStep is the most one version-3 entry moves log time (ms): a sixteenth of
+// the retention (so that a clock error costs at most that much of any ID's retention),
+// but never less than the record's TTL (a live holder writes at least once per TTL, so
+// its steps are never cut) nor a second.
+func (a *applier) maxLogTimeStep() int64 {
+	return max(a.retention()/16, a.m.Lease.TTL, 1000)
 }
 
 func (a *applier) dedupeGet(id string) (dedupeEntry, bool) {

@@ -6,9 +6,13 @@ import (
 	"hash/crc32"
 )
 
-// The entry encoding. Version 2 (what Encode writes):
+// The entry encoding. Version 3 (what Encode writes) and version 2 share one layout:
 //
-//	version byte (2) | kind byte | fields | CRC-32C (Castagnoli) of everything before, 4 bytes big-endian
+//	version byte (3 or 2) | kind byte | fields | CRC-32C (Castagnoli) of everything before, 4 bytes big-endian
+//
+// They differ only in how the apply moves log time: a version-2 entry moves it to its
+// timestamp however far ahead, a version-3 entry by at most one bounded step (see
+// applier.advance). A version-2 entry keeps its rule on replay.
 //
 // Version 1 (still decoded, so that existing logs replay identically; never written
 // for a new entry):
@@ -33,7 +37,8 @@ import (
 
 // Codec versions: the first byte of every encoded entry and result.
 const (
-	CodecVersion   byte = 2 // what Encode and EncodeResult write
+	CodecVersion   byte = 3 // what Encode writes
+	CodecVersionV2 byte = 2 // what EncodeResult writes; entries: decoded from logs, never written for new ones
 	CodecVersionV1 byte = 1 // decoded for entries already in logs; never written for new ones
 )
 
@@ -77,7 +82,7 @@ func Encode(e Entry) ([]byte, error) {
 		size += len(e.Raw)
 	}
 	w := &wbuf{b: make([]byte, 0, size)}
-	w.byte1(CodecVersion)
+	w.byte1(versionOf(e))
 	switch e := e.(type) {
 	case IntentsEntry:
 		w.byte1(kindIntents)
@@ -125,6 +130,60 @@ func Encode(e Entry) ([]byte, error) {
 	}
 	w.seal()
 	return w.b, nil
+}
+
+// versionOf is the version e encodes as: version 2 for an entry decoded from it (so
+// that its bytes, and the rule the apply keeps for it, do not change), else 3.
+func versionOf(e Entry) byte {
+	v2 := false
+	switch e := e.(type) {
+	case IntentsEntry:
+		v2 = e.v2
+	case ClaimEntry:
+		v2 = e.v2
+	case RenewEntry:
+		v2 = e.v2
+	case ReleaseEntry:
+		v2 = e.v2
+	case TransferEntry:
+		v2 = e.v2
+	case CommitEntry:
+		v2 = e.v2
+	case GenesisEntry:
+		v2 = e.v2
+	}
+	if v2 {
+		return CodecVersionV2
+	}
+	return CodecVersion
+}
+
+// markV2 sets the v2 mark of an entry decoded from version-2 bytes.
+func markV2(e Entry) Entry {
+	switch x := e.(type) {
+	case IntentsEntry:
+		x.v2 = true
+		return x
+	case ClaimEntry:
+		x.v2 = true
+		return x
+	case RenewEntry:
+		x.v2 = true
+		return x
+	case ReleaseEntry:
+		x.v2 = true
+		return x
+	case TransferEntry:
+		x.v2 = true
+		return x
+	case CommitEntry:
+		x.v2 = true
+		return x
+	case GenesisEntry:
+		x.v2 = true
+		return x
+	}
+	return e
 }
 
 // isV1 reports whether e was decoded from version-1 bytes.
@@ -188,30 +247,37 @@ func encodeV1(e Entry) ([]byte, error) {
 	return w.b, nil
 }
 
-// Decode parses bytes produced by Encode (version 2) or by an older version of it
-// (version 1). Errors wrap ErrMalformed, or ErrCorrupt for a version-2 entry whose
-// checksum does not verify.
+// Decode parses bytes produced by Encode (version 3) or by an older version of it
+// (versions 2 and 1). Errors wrap ErrMalformed, or ErrCorrupt for a sealed (version 2
+// or 3) entry whose checksum does not verify.
 func Decode(b []byte) (Entry, error) {
 	if len(b) == 0 {
 		return nil, fmt.Errorf("%w: empty entry", ErrMalformed)
 	}
 	switch b[0] {
-	case CodecVersion:
+	case CodecVersion, CodecVersionV2:
 		body, err := checkSeal(b)
 		if err != nil {
 			return nil, err
 		}
-		return decodeV2(body)
+		e, err := decodeV2(body)
+		if err == nil && b[0] == CodecVersionV2 {
+			e = markV2(e)
+		}
+		return e, err
 	case CodecVersionV1:
 		e, err := decodeV1(b[1:])
-		if err != nil && sealedAs(b, CodecVersion) {
-			// A v2 entry whose version byte changed: corruption, not a bad proposal.
-			return nil, fmt.Errorf("%w: entry version byte %d, but its bytes verify as version %d", ErrCorrupt, b[0], CodecVersion)
+		if err == nil {
+			return e, nil
+		}
+		if v, ok := sealedAsAny(b); ok {
+			// A sealed entry whose version byte changed: corruption, not a bad proposal.
+			return nil, fmt.Errorf("%w: entry version byte %d, but its bytes verify as version %d", ErrCorrupt, b[0], v)
 		}
 		return e, err
 	}
-	if sealedAs(b, CodecVersion) {
-		return nil, fmt.Errorf("%w: entry version byte %d, but its bytes verify as version %d", ErrCorrupt, b[0], CodecVersion)
+	if v, ok := sealedAsAny(b); ok {
+		return nil, fmt.Errorf("%w: entry version byte %d, but its bytes verify as version %d", ErrCorrupt, b[0], v)
 	}
 	return nil, fmt.Errorf("%w: unknown version %d", ErrMalformed, b[0])
 }
@@ -239,6 +305,16 @@ func sealedAs(b []byte, version byte) bool {
 	c := crc32.Update(0, castagnoli, []byte{version})
 	c = crc32.Update(c, castagnoli, b[1:n])
 	return c == binary.BigEndian.Uint32(b[n:])
+}
+
+// sealedAsAny reports whether b verifies as a sealed entry of either sealed version.
+func sealedAsAny(b []byte) (byte, bool) {
+	for _, v := range []byte{CodecVersion, CodecVersionV2} {
+		if sealedAs(b, v) {
+			return v, true
+		}
+	}
+	return 0, false
 }
 
 func decodeV2(body []byte) (Entry, error) {
@@ -339,7 +415,7 @@ func decodeIntent(r *rbuf) Intent {
 // entry.
 func EncodeResult(res Result) []byte {
 	w := &wbuf{b: make([]byte, 0, 128)}
-	w.byte1(CodecVersion)
+	w.byte1(CodecVersionV2) // results did not change with entry version 3
 	w.byte1(kindResult)
 	w.uvarint(res.Index)
 	w.bool(res.Accepted)
@@ -363,7 +439,7 @@ func DecodeResult(b []byte) (Result, error) {
 	}
 	v1 := false
 	switch b[0] {
-	case CodecVersion:
+	case CodecVersionV2:
 		body, err := checkSeal(b)
 		if err != nil {
 			return Result{}, err

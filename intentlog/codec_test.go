@@ -78,7 +78,7 @@ func TestDecodeRejects(t *testing.T) {
 	}
 	bad := map[string][]byte{
 		"empty":           {},
-		"unknown version": append([]byte{3}, good[1:len(good)-crcSize]...),
+		"unknown version": append([]byte{4}, good[1:len(good)-crcSize]...),
 		"short v2":        {CodecVersion, kindRelease, 0, 0},
 		"v1 unknown kind": {CodecVersionV1, 42},
 		"v1 trailing":     {CodecVersionV1, kindRelease, 1, 'h', 1, 0},

@@ -7,16 +7,43 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/batonhq/baton/internal/knobs"
 )
 
 const hour = int64(3_600_000) // ms
 
-// at moves log time to ts with a renewal by the holder "a" (epoch 1) that held() set up.
+// at moves log time to ts with renewals by the holder "a" (epoch 1) that held() set
+// up: as many as the bound on one entry's step needs (a holder renews at least once per
+// TTL; an idle gap counts as one step).
 func (h *harness) at(ts int64) {
 	h.t.Helper()
-	h.mustAccept(RenewEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), TS: ts})
+	step := ts - h.f.View().LogTime
+	if step <= 0 {
+		h.mustAccept(RenewEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), TS: ts})
+		return
+	}
+	for ; step > 0; step = ts - h.f.View().LogTime {
+		h.mustAccept(RenewEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), TS: h.lastStamp() + min(step, h.maxStep())})
+	}
+}
+
+func (h *harness) lastStamp() int64 {
+	h.t.Helper()
+	var m metaState
+	if err := h.f.read(func(tx *bolt.Tx) (err error) { m, err = readMeta(tx); return err }); err != nil {
+		h.t.Fatal(err)
+	}
+	if m.LastStamp == 0 {
+		return m.LogTime
+	}
+	return m.LastStamp
+}
+
+func (h *harness) maxStep() int64 {
+	a := applier{m: metaState{Lease: h.f.View().Lease, Genesis: h.f.View().Genesis}}
+	return a.maxLogTimeStep()
 }
 
 // signAll signs every pending intent, in commits of at most 4096 ops.
@@ -62,22 +89,23 @@ func TestLogTime(t *testing.T) {
 	if lt() != 2000 {
 		t.Fatalf("a rejected entry moved log time to %d", lt())
 	}
+	// Version 3: log time moves by the difference to the previous timestamp (1500).
 	h.mustAccept(TransferEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), To: "b", TS: 3000})
 	h.mustAccept(one(put("i", "c/r", "v")))
-	if lt() != 3000 {
+	if lt() != 3500 {
 		t.Fatalf("after transfer %d", lt())
 	}
 	raw := testCommit{CommitInfo: CommitInfo{Seq: 1, Epoch: 2, Signer: "b", Ops: h.pending(), Time: 4000}, Sig: "ok"}.encode()
 	h.mustAccept(CommitEntry{Raw: raw})
-	if lt() != 4000 {
+	if lt() != 4500 {
 		t.Fatalf("after commit %d", lt())
 	}
 	h.mustAccept(ClaimEntry{Holder: "a", Epoch: 3, PrevRev: h.rev(), TS: 5000, TTL: 10, Force: true, Reason: "steal"})
-	if lt() != 5000 {
+	if lt() != 5500 {
 		t.Fatalf("after steal %d", lt())
 	}
 	st, _ := status(t, h.f, "i")
-	if st.LogTime != 3000 || st.Seq != 1 || st.Hash == ([32]byte{}) {
+	if st.LogTime != 3500 || st.Seq != 1 || st.Hash == ([32]byte{}) {
 		t.Fatalf("status %+v", st)
 	}
 }
@@ -206,7 +234,11 @@ func TestDedupeEvictionBoundedPerEntry(t *testing.T) {
 	}
 	h.mustAccept(IntentsEntry{Intents: ins})
 	h.signAll()
-	h.at(100 + 48*hour)
+	h.at(100 + 24*hour) // exactly the retention: nothing goes yet
+	if got := h.f.View().Remembered; got != n {
+		t.Fatalf("at the retention %d remembered", got)
+	}
+	h.at(100 + 24*hour + 1) // one entry past it: all may go, evictPerEntry go
 	left := []uint64{n - evictPerEntry}
 	if got := h.f.View().Remembered; uint64(got) != left[0] {
 		t.Fatalf("after one entry %d remembered, want %d", got, left[0])

@@ -170,7 +170,7 @@ func (f *FSM) openValue(bucket, key, stored []byte) ([]byte, error) {
 func viewOf(m metaState) View {
 	return View{AppliedIndex: m.Applied, Lease: m.Lease, Head: m.Head,
 		Pending: int(m.PendCount), PendingBytes: int64(m.PendBytes), Chain: m.Chain, Genesis: m.Genesis,
-		LogTime: m.LogTime, Remembered: int(m.DedupeCount)}
+		LogTime: m.LogTime, Remembered: int(m.DedupeCount), TimeClamped: m.TimeClamped}
 }
 
 // Close closes the state file and every subscription. During a write fault it gives up

@@ -53,6 +53,11 @@ type metaState struct {
 	DigestIndex uint64   // the last entry the digest covers (0: not started)
 	Digest      [32]byte // the rolling digest of the applied entries (digest.go)
 	DigestCount uint64   // checkpoints kept in bDigests
+	// Written by version-3 entries only (see applier.advance), stored after the other
+	// fields and only when either is nonzero, so that a state that no version-3 entry
+	// touched keeps layout 6's exact bytes.
+	LastStamp   int64  // the timestamp of the last accepted version-3 entry that carries one
+	TimeClamped uint64 // version-3 steps of log time that the bound cut short
 }
 
 // layoutVersion is the version of state.db's layout and of the snapshot format (the
@@ -88,6 +93,10 @@ func (m *metaState) encode() []byte {
 	w.uvarint(m.DigestIndex)
 	w.b = append(w.b, m.Digest[:]...)
 	w.uvarint(m.DigestCount)
+	if m.LastStamp != 0 || m.TimeClamped != 0 {
+		w.varint(m.LastStamp)
+		w.uvarint(m.TimeClamped)
+	}
 	return seal(bMeta, keyState, w.b)
 }
 
@@ -153,6 +162,13 @@ func decodeMeta(stored []byte) (metaState, error) {
 	m.DigestIndex = r.uvarint()
 	m.Digest = r.hash32()
 	m.DigestCount = r.uvarint()
+	if r.err == nil && len(r.b) > 0 {
+		m.LastStamp = r.varint()
+		m.TimeClamped = r.uvarint()
+		if r.err == nil && m.LastStamp == 0 && m.TimeClamped == 0 {
+			r.fail("non-canonical log time fields")
+		}
+	}
 	return m, r.done()
 }
 

@@ -96,7 +96,9 @@ type Entry interface{ isEntry() }
 // The unexported v1 fields below mark an entry decoded from codec version 1 (an entry
 // an older build wrote). The apply keeps that version's rules for it, because
 // determinism is per entry bytes: a log replays the same whatever build replays it.
-// Entries built in code never have them set, and Encode writes version 2.
+// Entries built in code never have them set, and Encode writes version 3. The v2
+// fields likewise mark an entry decoded from codec version 2, whose log time rule
+// (the largest timestamp, unbounded) it keeps; version 3 bounds each step (apply.go).
 
 // IntentsEntry carries one or many intents (group commit: concurrent submissions may
 // share an entry). Each intent is accepted or rejected on its own.
@@ -104,6 +106,7 @@ type IntentsEntry struct {
 	Intents []Intent
 
 	v1 bool // validated by the version-1 rules (no control-character or dot-segment checks)
+	v2 bool // decoded from version 2 (re-encodes as version 2)
 }
 
 // ClaimEntry claims the lease at Epoch = stored epoch + 1 if PrevRev equals the stored
@@ -124,6 +127,7 @@ type ClaimEntry struct {
 	// PrevEpoch == stored epoch and Epoch == PrevEpoch+1.
 	v1        bool
 	prevEpoch uint64
+	v2        bool // decoded from version 2: moves log time by the version-2 rule
 }
 
 // RenewEntry refreshes the holder's lease timestamp. Accepted iff the stored holder and
@@ -136,6 +140,7 @@ type RenewEntry struct {
 	TS      int64
 
 	v1 bool // version 1: no PrevRev, holder and epoch only
+	v2 bool // version 2: moves log time by the version-2 rule
 }
 
 // ReleaseEntry gives the lease up; the epoch is kept. Same checks as RenewEntry.
@@ -145,6 +150,7 @@ type ReleaseEntry struct {
 	PrevRev uint64
 
 	v1 bool
+	v2 bool
 }
 
 // TransferEntry hands the lease to a named member at Epoch+1 in one entry. Same checks
@@ -157,6 +163,7 @@ type TransferEntry struct {
 	TS      int64
 
 	v1 bool
+	v2 bool
 }
 
 // GenesisEntry fixes the chain's identity in the replicated state. Accepted once: when
@@ -176,6 +183,8 @@ type GenesisEntry struct {
 	// MaxIDs caps the remembered intent IDs (the operator's size budget); 0 means no
 	// cap. New intents get ReasonBacklog rather than evict an ID within the retention.
 	MaxIDs uint64
+
+	v2 bool
 }
 
 // CommitEntry carries a signed commit's full encoding (format owned by package signer).
@@ -183,6 +192,7 @@ type CommitEntry struct {
 	Raw []byte
 
 	v1 bool
+	v2 bool
 }
 
 func (IntentsEntry) isEntry()  {}
@@ -258,10 +268,15 @@ type View struct {
 	// without one the DID of the first accepted commit; "" before either.
 	Chain   string
 	Genesis Genesis // zero (Index 0) until a genesis is applied
-	// LogTime is the replicated clock the dedupe window is measured in (unix ms): the
-	// latest timestamp of an accepted entry that carries one (genesis, claim, renew,
-	// transfer, commit time). It never decreases.
+	// LogTime is the replicated clock the dedupe window is measured in (unix ms),
+	// moved by the accepted entries that carry a timestamp (genesis, claim, renew,
+	// transfer, commit time): by at most one bounded step per entry (see
+	// applier.advance), so it may lag the wall clocks but a clock running ahead moves
+	// it by one step at most. It never decreases.
 	LogTime int64
+	// TimeClamped counts the entries whose timestamp was further ahead of the previous
+	// one than one step allows: a writer's clock ran ahead, or the chain sat idle.
+	TimeClamped uint64
 	// Remembered is how many intent IDs the dedupe window holds (pending included).
 	Remembered int
 }

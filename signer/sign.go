@@ -366,7 +366,7 @@ func (l *Loop) step(ctx context.Context, s *signer) stepResult {
 		l.requeue(c.carried)
 		return stepWait
 	}
-	cm := chain.Commit{Seq: c.seq, Epoch: epoch, Signer: l.cfg.Self, Ops: Ops(c.ops()), Time: l.cfg.Clock.Now().UnixMilli()}
+	cm := chain.Commit{Seq: c.seq, Epoch: epoch, Signer: l.cfg.Self, Ops: Ops(c.ops()), Time: l.stamp()}
 	if prev := s.headBefore(v); prev.Seq > 0 {
 		cm.Prev = append([]byte(nil), prev.Hash[:]...)
 	}

@@ -160,6 +160,7 @@ func printStatus(w io.Writer, st node.State) {
 	if st.SuspectedSkew {
 		fmt.Fprintf(tw, "clock\tSUSPECTED SKEW: this device's wall clock disagrees with the lease record (%d reports)\n", st.SkewReports)
 	}
+	printClock(tw, st.Clock)
 	tw.Flush()
 	printPeers(w, st, "")
 }

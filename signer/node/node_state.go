@@ -29,6 +29,10 @@ type State struct {
 	// record it observed (see election.Stats.SkewSuspicions).
 	SuspectedSkew bool   `json:"suspected_skew"`
 	SkewReports   uint64 `json:"skew_reports"`
+	// Clock: this device's stamps clamped because its wall clock ran ahead, and the
+	// log time steps the apply cut short (see clockState). A clamp in the last hour
+	// sets SuspectedSkew too.
+	Clock ClockState `json:"clock"`
 	// Quorum: whether this device reaches a Raft quorum, as far as it can tell.
 	Quorum QuorumState `json:"quorum"`
 	// Peers: every member of the Raft configuration with its reachability (Members
@@ -141,6 +145,8 @@ func (n *Node) State() State {
 	st.Loop.LeaseClaims, st.Loop.LeaseRenews, st.Loop.LeaseLostRaces = es.Claims, es.Renews, es.LostRaces
 	st.SkewReports = es.SkewSuspicions
 	st.SuspectedSkew = d.SuspectedSkew
+	st.Clock = clockState(v, es, n.cfg.Clock.Now())
+	st.SuspectedSkew = st.SuspectedSkew || st.Clock.Suspect
 	if n.loop != nil {
 		ls := n.loop.Stats()
 		st.Loop.CommitsSigned, st.Loop.SignedRefused = ls.CommitsSigned, ls.SignedRefused
