@@ -19,6 +19,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/batonhq/baton/internal/knobs"
+	"github.com/batonhq/baton/internal/stages"
 )
 
 // Defaults for Config fields left zero.
@@ -175,7 +176,7 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 	}
 	rc.NoSnapshotRestoreOnStart = stateCoversSnapshot(fsm, snaps)
 	rf := &raftStoreFault{onChange: func() { fsm.notify.publish(nil) }}
-	logs, err := raft.NewLogCache(512, faultLogStore{LogStore: store, f: rf})
+	logs, err := raft.NewLogCache(512, faultLogStore{LogStore: stageLogStore{LogStore: store, who: fsm.who}, f: rf})
 	if err != nil {
 		store.Close()
 		fsm.Close()
@@ -364,6 +365,7 @@ func (l *Log) apply(ctx context.Context, data []byte) (Result, error) {
 			return Result{}, ErrTimeout
 		}
 	}
+	stages.Mark(stages.RaftApply, 0, 0, l.fsm.who)
 	fut := l.raft.Apply(data, timeout)
 	if f, ok := ctx.Value(enqueuedKey{}).(func()); ok {
 		f()
@@ -383,6 +385,7 @@ func (l *Log) apply(ctx context.Context, data []byte) (Result, error) {
 	if err := fut.Error(); err != nil {
 		return Result{}, mapRaftErr(err)
 	}
+	stages.Mark(stages.RaftDone, fut.Index(), fut.Index(), l.fsm.who)
 	if err, ok := fut.Response().(error); ok {
 		return Result{}, err // this replica halted at (or before) the entry
 	}

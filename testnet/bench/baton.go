@@ -28,7 +28,7 @@ func clusterRaft(c *raft.Config) {
 // runBaton starts a baton cluster and measures its sections (load, failover, at
 // rest) on it.
 func runBaton(ctx context.Context, o Options, dir string, r *Report, fail func(string, error)) {
-	if o.Skip[SectionLoad] && o.Skip[SectionFailover] && o.Skip[SectionRest] {
+	if o.Skip[SectionStages] && o.Skip[SectionLoad] && o.Skip[SectionFailover] && o.Skip[SectionRest] {
 		return
 	}
 	o.progress("baton: starting three devices")
@@ -49,6 +49,7 @@ func runBaton(ctx context.Context, o Options, dir string, r *Report, fail func(s
 		defer cancel()
 		fail(name, f(sctx, o, c, r))
 	}
+	section(SectionStages, runStages, time.Duration(o.StageRounds)*time.Second+time.Minute)
 	loads := time.Duration(2*2*len(o.Clients)+1)*o.LoadWindow + 2*time.Minute
 	section(SectionLoad, profiled(o, "load.pprof", runLoads), loads)
 	section(SectionFailover, runFailover, time.Duration(o.Rounds)*(3*o.TTL+30*time.Second)+time.Minute)

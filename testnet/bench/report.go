@@ -14,13 +14,15 @@ import (
 // Report is everything one run measured; Main prints it as a table and writes it as
 // JSON. Durations are in milliseconds, rates per second.
 type Report struct {
-	Started  time.Time       `json:"started"`
-	Machine  Machine         `json:"machine"`
-	Settings Settings        `json:"settings"`
-	Baseline []BaselineLoad  `json:"baseline,omitempty"`
-	Baton    []BatonLoad     `json:"baton,omitempty"`
-	Failover *FailoverResult `json:"failover,omitempty"`
-	AtRest   *AtRestResult   `json:"at_rest,omitempty"`
+	Started  time.Time      `json:"started"`
+	Machine  Machine        `json:"machine"`
+	Settings Settings       `json:"settings"`
+	Baseline []BaselineLoad `json:"baseline,omitempty"`
+	Baton    []BatonLoad    `json:"baton,omitempty"`
+	// Stages is the latency breakdown of one signed intent at one client.
+	Stages   []StageBreakdown `json:"stages,omitempty"`
+	Failover *FailoverResult  `json:"failover,omitempty"`
+	AtRest   *AtRestResult    `json:"at_rest,omitempty"`
 	// AtRestProcs is the at-rest window over three `baton run` processes (--procs):
 	// RSS and CPU per device.
 	AtRestProcs *AtRestResult  `json:"at_rest_procs,omitempty"`
@@ -157,6 +159,7 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintln(w, "(latencies in ms; baseline accepted = applied on the leader)")
 		fmt.Fprintln(w)
 	}
+	printStages(w, r.Stages)
 	if fo := r.Failover; fo != nil {
 		f("failover\trounds\tmin\tmedian\tp99\tmax\tmedian/TTL\t\n")
 		row := func(name string, d Dist, x string) {
