@@ -45,6 +45,7 @@ type FSM struct {
 
 	restores atomic.Uint64 // snapshots restored since open (observability, tests)
 	who      uintptr       // this replica's number in the latency trace (stages.go)
+	pre      *preverifier  // commits' verification ahead of the apply (preverify.go)
 
 	fault    atomic.Pointer[FaultError] // nil when healthy
 	haltCh   chan struct{}              // closed when the FSM first halts
@@ -88,11 +89,12 @@ func NewFSM(dir string, verify CommitVerifier) (*FSM, error) {
 }
 
 func newFSM(dir string, verify CommitVerifier, k *knobs.Intentlog) (*FSM, error) {
-	who := replicaSeq.Add(1)
+	who, pre := replicaSeq.Add(1), newPreverifier(verify)
 	f := &FSM{
 		path:        filepath.Join(dir, StateFile),
-		verify:      markingVerifier(verify, who),
+		verify:      markingVerifier(pre.verifier(), who),
 		who:         who,
+		pre:         pre,
 		maxPending:  MaxPending,
 		historyLen:  LeaseHistoryLen,
 		digestEvery: DigestEvery,

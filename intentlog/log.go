@@ -176,7 +176,7 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 	}
 	rc.NoSnapshotRestoreOnStart = stateCoversSnapshot(fsm, snaps)
 	rf := &raftStoreFault{onChange: func() { fsm.notify.publish(nil) }}
-	logs, err := raft.NewLogCache(512, faultLogStore{LogStore: stageLogStore{LogStore: store, who: fsm.who}, f: rf})
+	logs, err := raft.NewLogCache(512, faultLogStore{LogStore: stageLogStore{LogStore: store, who: fsm.who, pre: fsm.pre}, f: rf})
 	if err != nil {
 		store.Close()
 		fsm.Close()
