@@ -57,7 +57,11 @@ func runBaton(ctx context.Context, o Options, dir string, r *Report, fail func(s
 	if o.Procs != "" && !o.Skip[SectionRest] {
 		c.Close() // the in-process devices stop: the processes measure alone
 		o.progress("rest over three processes of %s", o.Procs)
-		pctx, cancel := context.WithTimeout(ctx, o.RestWindow+2*time.Minute)
+		limit := o.RestWindow + 2*time.Minute
+		if !o.Skip[SectionLoad] {
+			limit += time.Duration(2*len(o.Clients)+1)*o.LoadWindow + time.Minute
+		}
+		pctx, cancel := context.WithTimeout(ctx, limit)
 		defer cancel()
 		fail("rest (processes)", runAtRestProcs(pctx, o, o.Procs, filepath.Join(dir, "procs"), r))
 	}

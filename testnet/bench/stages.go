@@ -279,8 +279,15 @@ func roundPoints(round, all []stages.Event) (map[point]time.Duration, bool) {
 		for s, t := range fols[0].marks {
 			pts[folAt(s)] = t
 		}
-		slices.SortFunc(fols, func(a, b *rep) int { return cmpDur(endOf(a, stages.ApplyEnd), endOf(b, stages.ApplyEnd)) })
-		if last := fols[len(fols)-1]; endOf(last, stages.ApplyEnd) != 1<<63-1 {
+		// The last follower whose apply the trace holds (the last round's may be
+		// missing: followers apply it after a later append).
+		var last *rep
+		for _, f := range fols {
+			if _, ok := f.marks[stages.ApplyEnd]; ok && (last == nil || f.marks[stages.ApplyEnd] > last.marks[stages.ApplyEnd]) {
+				last = f
+			}
+		}
+		if last != nil {
 			for s, t := range last.marks {
 				pts[lastAt(s)] = t
 			}
