@@ -14,6 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/batonhq/baton/internal/knobs"
+	"github.com/batonhq/baton/internal/stages"
 )
 
 // StateFile is the name of the bbolt state file in the data directory.
@@ -43,6 +44,8 @@ type FSM struct {
 	notify *notifier
 
 	restores atomic.Uint64 // snapshots restored since open (observability, tests)
+	who      uintptr       // this replica's number in the latency trace (stages.go)
+	pre      *preverifier  // commits' verification ahead of the apply (preverify.go)
 
 	fault    atomic.Pointer[FaultError] // nil when healthy
 	haltCh   chan struct{}              // closed when the FSM first halts
@@ -86,9 +89,12 @@ func NewFSM(dir string, verify CommitVerifier) (*FSM, error) {
 }
 
 func newFSM(dir string, verify CommitVerifier, k *knobs.Intentlog) (*FSM, error) {
+	who, pre := replicaSeq.Add(1), newPreverifier(verify)
 	f := &FSM{
 		path:        filepath.Join(dir, StateFile),
-		verify:      verify,
+		verify:      markingVerifier(pre.verifier(), who),
+		who:         who,
+		pre:         pre,
 		maxPending:  MaxPending,
 		historyLen:  LeaseHistoryLen,
 		digestEvery: DigestEvery,
@@ -236,6 +242,8 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	// A memory fault (a torn or truncated file under the mmap) panics instead of
 	// killing the process; tryTx turns it into a fault.
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	stages.Mark(stages.ApplyStart, logs[0].Index, logs[len(logs)-1].Index, f.who)
+	defer stages.Mark(stages.ApplyEnd, logs[0].Index, logs[len(logs)-1].Index, f.who)
 	old := f.hot.Load()
 	a, stop, fe := f.applyTx(old, logs)
 	if fe != nil && stop > 0 {

@@ -84,7 +84,12 @@ type harness struct {
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	f, err := NewFSM(t.TempDir(), testVerify)
+	return newHarnessVerify(t, testVerify)
+}
+
+func newHarnessVerify(t testing.TB, verify CommitVerifier) *harness {
+	t.Helper()
+	f, err := NewFSM(t.TempDir(), verify)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/batonhq/baton/internal/knobs"
+	"github.com/batonhq/baton/internal/stages"
 )
 
 // Defaults for Config fields left zero.
@@ -185,7 +186,7 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 		return nil, fmt.Errorf("open: %w", err)
 	}
 	rc.NoSnapshotRestoreOnStart = stateCoversSnapshot(fsm, snaps)
-	logs, err := raft.NewLogCache(512, faultLogStore{LogStore: sealedLogs, f: rf})
+	logs, err := raft.NewLogCache(512, faultLogStore{LogStore: stageLogStore{LogStore: sealedLogs, who: fsm.who, pre: fsm.pre}, f: rf})
 	if err != nil {
 		store.Close()
 		fsm.Close()
@@ -374,6 +375,7 @@ func (l *Log) apply(ctx context.Context, data []byte) (Result, error) {
 			return Result{}, ErrTimeout
 		}
 	}
+	stages.Mark(stages.RaftApply, 0, 0, l.fsm.who)
 	fut := l.raft.Apply(data, timeout)
 	if f, ok := ctx.Value(enqueuedKey{}).(func()); ok {
 		f()
@@ -393,6 +395,7 @@ func (l *Log) apply(ctx context.Context, data []byte) (Result, error) {
 	if err := fut.Error(); err != nil {
 		return Result{}, mapRaftErr(err)
 	}
+	stages.Mark(stages.RaftDone, fut.Index(), fut.Index(), l.fsm.who)
 	if err, ok := fut.Response().(error); ok {
 		return Result{}, err // this replica halted at (or before) the entry
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/internal/stages"
 	"github.com/batonhq/baton/signer/chain"
 )
 
@@ -138,6 +139,7 @@ func (l *Loop) Add(in intentlog.Intent) (*Ticket, error) {
 	l.in.queue = append(l.in.queue, q)
 	l.in.byID[in.ID] = q
 	l.in.mu.Unlock()
+	stages.Mark(stages.Queued, 0, 0, 0)
 	kick(l.kickSig)
 	return t, nil
 }
@@ -370,7 +372,9 @@ func (l *Loop) step(ctx context.Context, s *signer) stepResult {
 	if prev := s.headBefore(v); prev.Seq > 0 {
 		cm.Prev = append([]byte(nil), prev.Hash[:]...)
 	}
+	stages.Mark(stages.SignStart, 0, 0, 0)
 	raw, err := chain.Sign(l.cfg.Key, cm)
+	stages.Mark(stages.Signed, 0, 0, 0)
 	if err != nil {
 		l.requeue(c.carried)
 		l.count(func(st *LoopStats) { st.SignErrors++ })
@@ -583,6 +587,7 @@ func (l *Loop) finishApplied(c *inflight) {
 		delete(l.in.byID, q.in.ID)
 	}
 	l.in.mu.Unlock()
+	stages.Mark(stages.Answered, c.index, c.index, 0)
 	for _, q := range c.carried {
 		q.finish(o)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/internal/stages"
 	"github.com/batonhq/baton/signer/node"
 )
 
@@ -493,11 +494,13 @@ func decodeIntent(w http.ResponseWriter, r *http.Request) (intentlog.Intent, nod
 }
 
 func (a *Server) postIntent(w http.ResponseWriter, r *http.Request) {
+	stages.Mark(stages.APIStart, 0, 0, 0)
 	in, wait, err := decodeIntent(w, r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
+	stages.Mark(stages.APIDecoded, 0, 0, 0)
 	ctx, cancel := apiCtx(r, node.DefaultSubmitTimeout)
 	defer cancel()
 	res, err := a.n.Submit(ctx, in, wait)
@@ -509,6 +512,7 @@ func (a *Server) postIntent(w http.ResponseWriter, r *http.Request) {
 	if wait == node.WaitSigned {
 		status = http.StatusOK
 	}
+	stages.Mark(stages.APIAnswered, 0, 0, 0)
 	writeJSON(w, status, res)
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/internal/stages"
 	"github.com/batonhq/baton/signer"
 	"github.com/batonhq/baton/signer/chain"
 )
@@ -98,6 +99,8 @@ func ValidateIntent(in *intentlog.Intent) error {
 // node (ErrTimeout, ErrNoQuorum) means the outcome is unknown: submit the same ID
 // again to learn it.
 func (n *Node) Submit(ctx context.Context, in intentlog.Intent, wait Wait) (SubmitResult, error) {
+	stages.Mark(stages.SubmitStart, 0, 0, 0)
+	defer stages.Mark(stages.SubmitDone, 0, 0, 0)
 	if err := ValidateIntent(&in); err != nil {
 		return SubmitResult{}, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
+	"github.com/batonhq/baton/internal/stages"
 	"github.com/batonhq/baton/internal/wait"
 )
 
@@ -26,12 +27,40 @@ type Baseline struct {
 	stores []*raftboltdb.BoltStore
 	trans  []*raft.NetworkTransport
 	dirs   []string
+	whos   []uintptr
 }
 
 // counterFSM is the baseline's trivial state machine.
-type counterFSM struct{ n atomic.Uint64 }
+type counterFSM struct {
+	n   atomic.Uint64
+	who uintptr // in the latency trace
+}
 
-func (f *counterFSM) Apply(*raft.Log) any { return f.n.Add(1) }
+// markStore marks the Raft log writes in the latency trace, as baton's replicas do.
+type markStore struct {
+	raft.LogStore
+	who uintptr
+}
+
+func (s markStore) StoreLogs(logs []*raft.Log) error {
+	if !stages.On() || len(logs) == 0 {
+		return s.LogStore.StoreLogs(logs)
+	}
+	lo, hi := logs[0].Index, logs[len(logs)-1].Index
+	stages.Mark(stages.StoreStart, lo, hi, s.who)
+	err := s.LogStore.StoreLogs(logs)
+	stages.Mark(stages.StoreEnd, lo, hi, s.who)
+	return err
+}
+
+// baselineWho numbers the baseline's replicas in the trace (far from baton's).
+const baselineWho = 1 << 20
+
+func (f *counterFSM) Apply(l *raft.Log) any {
+	stages.Mark(stages.ApplyStart, l.Index, l.Index, f.who)
+	defer stages.Mark(stages.ApplyEnd, l.Index, l.Index, f.who)
+	return f.n.Add(1)
+}
 
 func (f *counterFSM) Snapshot() (raft.FSMSnapshot, error) { return counterSnap(f.n.Load()), nil }
 
@@ -77,7 +106,9 @@ func StartBaseline(ctx context.Context, dir string) (*Baseline, error) {
 		c := raft.DefaultConfig()
 		c.LocalID = servers[i].ID
 		c.Logger = hclog.NewNullLogger()
-		r, err := raft.NewRaft(c, &counterFSM{}, store, store, snaps, t)
+		who := uintptr(baselineWho + i)
+		b.whos = append(b.whos, who)
+		r, err := raft.NewRaft(c, &counterFSM{who: who}, markStore{LogStore: store, who: who}, store, snaps, t)
 		if err != nil {
 			b.Close()
 			return nil, fmt.Errorf("baseline raft: %w", err)
@@ -96,22 +127,34 @@ func StartBaseline(ctx context.Context, dir string) (*Baseline, error) {
 }
 
 func (b *Baseline) leader() *raft.Raft {
-	for _, r := range b.rafts {
+	r, _ := b.leaderWho()
+	return r
+}
+
+func (b *Baseline) leaderWho() (*raft.Raft, uintptr) {
+	for i, r := range b.rafts {
 		if r.State() == raft.Leader {
-			return r
+			return r, b.whos[i]
 		}
 	}
-	return nil
+	return nil, 0
 }
 
 // Apply applies cmd on the current leader, retrying on a leader change until ctx ends.
 func (b *Baseline) Apply(ctx context.Context, cmd []byte) error {
 	for {
 		var r *raft.Raft
-		if err := wait.Until(ctx, "a baseline raft leader", func() bool { r = b.leader(); return r != nil }); err != nil {
+		var who uintptr
+		if err := wait.Until(ctx, "a baseline raft leader", func() bool { r, who = b.leaderWho(); return r != nil }); err != nil {
 			return err
 		}
-		err := r.Apply(cmd, 10*time.Second).Error()
+		stages.Mark(stages.RaftApply, 0, 0, who)
+		f := r.Apply(cmd, 10*time.Second)
+		err := f.Error()
+		if err == nil {
+			stages.Mark(stages.RaftDone, f.Index(), f.Index(), who)
+			stages.Mark(stages.Answered, f.Index(), f.Index(), 0)
+		}
 		if err == nil || !(errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost)) {
 			return err
 		}

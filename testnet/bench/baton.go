@@ -28,7 +28,7 @@ func clusterRaft(c *raft.Config) {
 // runBaton starts a baton cluster and measures its sections (load, failover, at
 // rest) on it.
 func runBaton(ctx context.Context, o Options, dir string, r *Report, fail func(string, error)) {
-	if o.Skip[SectionLoad] && o.Skip[SectionFailover] && o.Skip[SectionRest] {
+	if o.Skip[SectionStages] && o.Skip[SectionLoad] && o.Skip[SectionFailover] && o.Skip[SectionRest] {
 		return
 	}
 	o.progress("baton: starting three devices")
@@ -49,6 +49,7 @@ func runBaton(ctx context.Context, o Options, dir string, r *Report, fail func(s
 		defer cancel()
 		fail(name, f(sctx, o, c, r))
 	}
+	section(SectionStages, runStages, time.Duration(o.StageRounds)*time.Second+time.Minute)
 	loads := time.Duration(2*2*len(o.Clients)+1)*o.LoadWindow + 2*time.Minute
 	section(SectionLoad, profiled(o, "load.pprof", runLoads), loads)
 	section(SectionFailover, runFailover, time.Duration(o.Rounds)*(3*o.TTL+30*time.Second)+time.Minute)
@@ -56,7 +57,11 @@ func runBaton(ctx context.Context, o Options, dir string, r *Report, fail func(s
 	if o.Procs != "" && !o.Skip[SectionRest] {
 		c.Close() // the in-process devices stop: the processes measure alone
 		o.progress("rest over three processes of %s", o.Procs)
-		pctx, cancel := context.WithTimeout(ctx, o.RestWindow+2*time.Minute)
+		limit := o.RestWindow + 2*time.Minute
+		if !o.Skip[SectionLoad] {
+			limit += time.Duration(2*len(o.Clients)+1)*o.LoadWindow + time.Minute
+		}
+		pctx, cancel := context.WithTimeout(ctx, limit)
 		defer cancel()
 		fail("rest (processes)", runAtRestProcs(pctx, o, o.Procs, filepath.Join(dir, "procs"), r))
 	}

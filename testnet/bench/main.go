@@ -11,6 +11,8 @@ import (
 	"time"
 
 	flag "github.com/spf13/pflag"
+
+	"github.com/batonhq/baton/signer/node"
 )
 
 // Options are the parameters of one run; Main fills them from flags.
@@ -32,18 +34,22 @@ type Options struct {
 	// process over the load section, rest-dN.pprof of each process over the at-rest
 	// window with --procs (the profiler's own cost is in that run's CPU figures).
 	Profile string
+	// StageRounds is the number of traced one-client rounds per API of the stages
+	// section (the latency breakdown).
+	StageRounds int
 }
 
 // DefaultOptions are the full run's parameters.
 func DefaultOptions() Options {
 	return Options{
-		Clients:    []int{1, 16, 64},
-		Payload:    200,
-		LoadWindow: 5 * time.Second,
-		RestWindow: 2 * time.Minute,
-		Rounds:     20,
-		TTL:        2 * time.Second,
-		Tick:       100 * time.Millisecond,
+		Clients:     []int{1, 16, 64},
+		Payload:     200,
+		LoadWindow:  5 * time.Second,
+		RestWindow:  2 * time.Minute,
+		Rounds:      20,
+		TTL:         2 * time.Second,
+		Tick:        100 * time.Millisecond,
+		StageRounds: 300,
 	}
 }
 
@@ -54,6 +60,7 @@ func QuickOptions() Options {
 	o.LoadWindow = time.Second
 	o.RestWindow = 5 * time.Second
 	o.Rounds = 2
+	o.StageRounds = 30
 	return o
 }
 
@@ -80,7 +87,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ttl := fs.Duration("ttl", 2*time.Second, "lease TTL of the baton cluster")
 	tick := fs.Duration("tick", 100*time.Millisecond, "signer tick of the baton cluster")
 	dir := fs.String("dir", "", "directory for the data dirs (default: a temporary directory, removed after)")
-	skip := fs.String("skip", "", "comma-separated sections to skip: baseline, load, failover, rest")
+	skip := fs.String("skip", "", "comma-separated sections to skip: baseline, stages, load, failover, rest")
+	stageRounds := fs.Int("stage-rounds", 0, "traced one-client rounds per API in the stages section (default 300, 30 with --quick)")
 	verbose := fs.BoolP("verbose", "v", false, "print progress to stderr")
 	procs := fs.Bool("procs", false, "also measure at rest over three `baton run` processes of this binary (per-device RSS and CPU)")
 	procsBin := fs.String("baton-bin", "", "with --procs: the baton binary to run (default: this executable)")
@@ -125,6 +133,9 @@ Flags:
 	if *load > 0 {
 		o.LoadWindow = *load
 	}
+	if *stageRounds > 0 {
+		o.StageRounds = *stageRounds
+	}
 	cs, err := parseInts(*clients)
 	if err != nil || *payload <= 0 || *ttl <= 0 || *tick <= 0 {
 		fmt.Fprintln(stderr, "baton bench: bad --clients, --payload, --ttl or --tick")
@@ -149,7 +160,7 @@ Flags:
 	for _, s := range strings.Split(*skip, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			switch s {
-			case SectionBaseline, SectionLoad, SectionFailover, SectionRest:
+			case SectionBaseline, SectionStages, SectionLoad, SectionFailover, SectionRest:
 				o.Skip[s] = true
 			default:
 				fmt.Fprintf(stderr, "baton bench: unknown section %q\n", s)
@@ -265,6 +276,16 @@ func runBaseline(ctx context.Context, o Options, dir string, r *Report) error {
 		}
 		r.Baseline = append(r.Baseline, BaselineLoad{Clients: c, AppliedPerSec: round1(rate), Apply: Summarise(lats)})
 		o.progress("baseline %d writers: %.0f/s p50 %.2f ms", c, rate, Summarise(lats).P50Ms)
+	}
+	if !o.Skip[SectionStages] {
+		bd, err := traceStages(ctx, "raft", o.StageRounds, o.Payload, func(ctx context.Context, _ int, _ string, _ []byte, _ node.Wait) error {
+			return b.Apply(ctx, cmd)
+		})
+		if err != nil {
+			return fmt.Errorf("stages: %w", err)
+		}
+		r.Stages = append(r.Stages, bd)
+		o.progress("stages raft: %d rounds, p50 %.2f ms", bd.Rounds, bd.Total.P50Ms)
 	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/batonhq/baton/internal/stages"
 )
 
 func TestMainQuick(t *testing.T) {
@@ -53,6 +55,75 @@ func TestMainQuick(t *testing.T) {
 	}
 	if len(r.Ratios) == 0 {
 		t.Fatal("no ratios")
+	}
+	// The stages section: a breakdown for the baseline and each API, with rounds and
+	// the segments of the Raft round in each.
+	if len(r.Stages) != 3 {
+		t.Fatalf("stages = %+v", r.Stages)
+	}
+	for _, b := range r.Stages {
+		segs := map[string]bool{}
+		for _, x := range b.Rows {
+			segs[x.Segment] = true
+		}
+		if b.Rounds == 0 || b.Total.N == 0 || !segs["raft: leader log write and fsync"] || !segs["raft: follower log write and fsync"] {
+			t.Errorf("stages %s: %+v", b.API, b)
+		}
+		if b.API != "raft" && !segs["sign (CBOR, ed25519)"] {
+			t.Errorf("stages %s lack the signature: %+v", b.API, b)
+		}
+	}
+}
+
+// TestAnalyseStages cuts a synthetic trace into its segments: two replicas besides
+// the leader, the quorum follower is the first to finish its write.
+func TestAnalyseStages(t *testing.T) {
+	ms := func(x float64) time.Duration { return time.Duration(x * float64(time.Millisecond)) }
+	ev := func(s stages.Stage, lo uint64, who uintptr, at float64) stages.Event {
+		return stages.Event{Stage: s, Lo: lo, Hi: lo, Who: who, At: ms(at)}
+	}
+	evs := []stages.Event{
+		ev(stages.ClientSend, 0, 0, 0),
+		ev(stages.SubmitStart, 0, 0, 0.1),
+		ev(stages.Queued, 0, 0, 0.2),
+		ev(stages.SignStart, 0, 0, 0.3),
+		ev(stages.Signed, 0, 0, 0.4),
+		ev(stages.RaftApply, 0, 1, 0.5),
+		ev(stages.StoreStart, 7, 1, 0.6),
+		ev(stages.StoreEnd, 7, 1, 1.6),
+		ev(stages.StoreStart, 7, 2, 1.8),
+		ev(stages.StoreStart, 7, 3, 1.9),
+		ev(stages.StoreEnd, 7, 3, 2.5),
+		ev(stages.StoreEnd, 7, 2, 2.9),
+		ev(stages.ApplyStart, 7, 1, 3.0),
+		ev(stages.Verified, 0, 1, 3.1),
+		ev(stages.ApplyEnd, 7, 1, 3.3),
+		ev(stages.RaftDone, 7, 1, 3.4),
+		ev(stages.Answered, 7, 0, 3.5),
+		ev(stages.SubmitDone, 0, 0, 3.6),
+		ev(stages.ClientDone, 0, 0, 3.7),
+		ev(stages.ApplyStart, 7, 2, 5.0),
+		ev(stages.ApplyEnd, 7, 2, 5.5),
+	}
+	b := analyseStages("go", evs)
+	if b.Rounds != 1 || b.Total.P50Ms != 3.7 {
+		t.Fatalf("%+v", b)
+	}
+	want := map[string]float64{
+		"sign (CBOR, ed25519)":                       0.1,
+		"raft: leader log write and fsync":           1.0,
+		"raft: follower log write and fsync":         0.6, // replica 3 finished first
+		"leader apply: decode and verify the commit": 0.1,
+		"beside: a follower's apply":                 0.5,
+	}
+	got := map[string]float64{}
+	for _, x := range b.Rows {
+		got[x.Segment] = x.P50Ms
+	}
+	for k, v := range want {
+		if d := got[k] - v; d > 1e-6 || d < -1e-6 {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
 	}
 }
 

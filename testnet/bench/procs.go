@@ -118,7 +118,10 @@ func runAtRestProcs(ctx context.Context, o Options, bin, dir string, r *Report) 
 	a.DiskAfterWindow = a.DiskEnd
 	a.Note = "three `baton run` processes (--procs): RSS and CPU per process from /proc; Raft entries of any kind over the window; " +
 		"disk is before and after the window (no snapshot is forced in this mode)"
-	return nil
+	if o.Skip[SectionLoad] {
+		return nil
+	}
+	return runLoadProcs(ctx, o, pc, r) // after the window: the idle figures are the idle cluster's
 }
 
 func dirsBytes(devs []*testnet.Device) int64 {

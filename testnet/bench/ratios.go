@@ -3,6 +3,7 @@ package bench
 import (
 	"cmp"
 	"fmt"
+	"strings"
 )
 
 // ratios divides baton's figures by the baseline's and compares them with the
@@ -14,14 +15,14 @@ func ratios(r *Report) []Ratio {
 		base[b.Clients] = b
 	}
 	ttl := r.Settings.TTLMs
-	for _, b := range r.Baton {
+	for _, b := range append(append([]BatonLoad(nil), r.Baton...), r.BatonProcs...) {
 		bl, ok := base[b.Clients]
 		if !ok {
 			continue
 		}
 		// The Go API's targets, then the socket's (an HTTP request per submission).
 		tput, lat := 1.0, 1.2
-		if b.API == "socket" {
+		if strings.HasPrefix(b.API, "socket") {
 			tput, lat = 0.8, 1.4
 		}
 		if b.Clients == 64 {

@@ -14,13 +14,17 @@ import (
 // Report is everything one run measured; Main prints it as a table and writes it as
 // JSON. Durations are in milliseconds, rates per second.
 type Report struct {
-	Started  time.Time       `json:"started"`
-	Machine  Machine         `json:"machine"`
-	Settings Settings        `json:"settings"`
-	Baseline []BaselineLoad  `json:"baseline,omitempty"`
-	Baton    []BatonLoad     `json:"baton,omitempty"`
-	Failover *FailoverResult `json:"failover,omitempty"`
-	AtRest   *AtRestResult   `json:"at_rest,omitempty"`
+	Started  time.Time      `json:"started"`
+	Machine  Machine        `json:"machine"`
+	Settings Settings       `json:"settings"`
+	Baseline []BaselineLoad `json:"baseline,omitempty"`
+	Baton    []BatonLoad    `json:"baton,omitempty"`
+	// BatonProcs are the load phases over three `baton run` processes (--procs).
+	BatonProcs []BatonLoad `json:"baton_procs,omitempty"`
+	// Stages is the latency breakdown of one signed intent at one client.
+	Stages   []StageBreakdown `json:"stages,omitempty"`
+	Failover *FailoverResult  `json:"failover,omitempty"`
+	AtRest   *AtRestResult    `json:"at_rest,omitempty"`
 	// AtRestProcs is the at-rest window over three `baton run` processes (--procs):
 	// RSS and CPU per device.
 	AtRestProcs *AtRestResult  `json:"at_rest_procs,omitempty"`
@@ -144,12 +148,12 @@ func (r *Report) Print(w io.Writer) {
 	f := func(format string, a ...any) { fmt.Fprintf(tw, format, a...) }
 	fmt.Fprintf(w, "baton bench: %d x %s, %s; payload %d B, load window %.1fs, TTL %.0f ms, tick %.0f ms\n\n",
 		r.Machine.NumCPU, r.Machine.CPU, r.Machine.GoVersion, r.Settings.PayloadBytes, r.Settings.LoadWindowS, r.Settings.TTLMs, r.Settings.TickMs)
-	if len(r.Baseline) > 0 || len(r.Baton) > 0 {
+	if len(r.Baseline) > 0 || len(r.Baton) > 0 || len(r.BatonProcs) > 0 {
 		f("system\tapi\tclients\taccepted/s\tsigned/s\tacc p50\tacc p99\tacc max\tsig p50\tsig p99\tsig max\tintents/commit\t\n")
 		for _, b := range r.Baseline {
 			f("raft baseline\ttcp\t%d\t%.0f\t-\t%.2f\t%.2f\t%.2f\t-\t-\t-\t-\t\n", b.Clients, b.AppliedPerSec, b.Apply.P50Ms, b.Apply.P99Ms, b.Apply.MaxMs)
 		}
-		for _, b := range r.Baton {
+		for _, b := range append(append([]BatonLoad(nil), r.Baton...), r.BatonProcs...) {
 			f("baton\t%s\t%d\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t\n", b.API, b.Clients, b.AcceptedPerSec, b.SignedPerSec,
 				b.Accepted.P50Ms, b.Accepted.P99Ms, b.Accepted.MaxMs, b.Signed.P50Ms, b.Signed.P99Ms, b.Signed.MaxMs, b.IntentsPerCommit)
 		}
@@ -157,6 +161,7 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintln(w, "(latencies in ms; baseline accepted = applied on the leader)")
 		fmt.Fprintln(w)
 	}
+	printStages(w, r.Stages)
 	if fo := r.Failover; fo != nil {
 		f("failover\trounds\tmin\tmedian\tp99\tmax\tmedian/TTL\t\n")
 		row := func(name string, d Dist, x string) {

@@ -1,0 +1,121 @@
+package intentlog
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// Verifying a commit's signature ahead of the apply. A replica's Raft log write sees
+// every entry before the apply does (the leader's own append, a follower's
+// AppendEntries), and the apply of an entry waits at least for that write's fsync and,
+// on the leader, for a follower's: a commit entry's signature is checked on another
+// goroutine meanwhile, and the apply takes the result instead of verifying on its own
+// goroutine (it waits for a check still running; it verifies itself when none was
+// started: a replayed log, a snapshot's commits, an entry past the bound).
+//
+// The verifier is a pure function of the commit's bytes, so the apply sees exactly
+// what it would have computed: the apply stays deterministic. A result is used once,
+// for the same bytes (compared in full), and then forgotten.
+
+// preverifyMax bounds the checks kept (started and not yet taken by the apply): the
+// oldest are forgotten beyond it (a follower's entries that Raft truncated are never
+// applied).
+const preverifyMax = 1024
+
+var errVerifyPanicked = errors.New("intentlog: commit verifier panicked")
+
+type preverifier struct {
+	verify CommitVerifier
+
+	mu    sync.Mutex
+	m     map[[32]byte]*precheck
+	order [][32]byte // insertion order, for the bound
+}
+
+type precheck struct {
+	raw  []byte
+	done chan struct{}
+	info CommitInfo
+	err  error
+}
+
+func newPreverifier(verify CommitVerifier) *preverifier {
+	if verify == nil {
+		return nil
+	}
+	return &preverifier{verify: verify, m: map[[32]byte]*precheck{}}
+}
+
+// start begins a check of every commit entry of logs that is not being checked yet.
+func (p *preverifier) start(logs []*raft.Log) {
+	if p == nil {
+		return
+	}
+	for _, l := range logs {
+		if l.Type != raft.LogCommand || len(l.Data) == 0 || l.Data[0] != CodecVersion {
+			continue
+		}
+		e, err := Decode(l.Data)
+		if err != nil {
+			continue
+		}
+		ce, ok := e.(CommitEntry)
+		if !ok {
+			continue
+		}
+		k := sha256.Sum256(ce.Raw)
+		p.mu.Lock()
+		if _, dup := p.m[k]; dup {
+			p.mu.Unlock()
+			continue
+		}
+		c := &precheck{raw: ce.Raw, done: make(chan struct{})}
+		p.m[k] = c
+		p.order = append(p.order, k)
+		for len(p.order) > preverifyMax {
+			delete(p.m, p.order[0])
+			p.order = p.order[1:]
+		}
+		p.mu.Unlock()
+		go c.run(p.verify)
+	}
+}
+
+func (c *precheck) run(verify CommitVerifier) {
+	defer close(c.done)
+	defer func() {
+		if recover() != nil {
+			c.info, c.err = CommitInfo{}, errVerifyPanicked
+		}
+	}()
+	c.info, c.err = verify(c.raw)
+}
+
+// verifier returns the CommitVerifier the apply uses: a check started for the same
+// bytes, else verify itself.
+func (p *preverifier) verifier() CommitVerifier {
+	if p == nil {
+		return nil
+	}
+	return func(raw []byte) (CommitInfo, error) {
+		k := sha256.Sum256(raw)
+		p.mu.Lock()
+		c := p.m[k]
+		if c != nil {
+			delete(p.m, k) // used once; its order slot is dropped with the bound
+		}
+		p.mu.Unlock()
+		if c == nil || !bytes.Equal(c.raw, raw) {
+			return p.verify(raw)
+		}
+		<-c.done
+		if errors.Is(c.err, errVerifyPanicked) {
+			panic(c.err) // as the verifier did: verifySafely refuses the commit
+		}
+		return c.info, c.err
+	}
+}
