@@ -577,6 +577,10 @@ func (a *applier) commit(idx uint64, e CommitEntry) Result {
 	case len(info.Ops) == 0:
 		return a.reject(idx, ReasonBadOps)
 	}
+	fu, r := a.formatCheck(info) // the chain's format; a stateful format's own checks (format.go)
+	if r != "" {
+		return a.reject(idx, r)
+	}
 	// Check the ops before changing anything: first the oldest pending intents, then
 	// the ops the commit carries itself.
 	npend, r := a.matchPending(info.Ops, e.v1)
@@ -632,6 +636,7 @@ func (a *applier) commit(idx uint64, e CommitEntry) Result {
 			a.evictOldest()
 		}
 	}
+	a.formatWrite(fu)
 	must(a.bucket(bChain).Put(u64key(seq), sealChain(e.Raw)))
 	a.m.Head = Head{Seq: seq, Hash: hash, Epoch: info.Epoch, Signer: info.Signer}
 	if a.m.Chain == "" {
@@ -716,7 +721,7 @@ func (a *applier) genesis(idx uint64, e GenesisEntry, data []byte) Result {
 		return a.reject(idx, r)
 	}
 	switch {
-	case e.Version != CommitFormatVersion, len(e.Nonce) != GenesisNonceLen, e.Retention < 0:
+	case !knownFormat(e.Version), len(e.Nonce) != GenesisNonceLen, e.Retention < 0:
 		return a.reject(idx, ReasonBadEntry)
 	case a.m.Chain != "" && e.Chain != a.m.Chain:
 		// A late genesis for a legacy chain must name the chain its commits carry.
