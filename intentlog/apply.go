@@ -255,7 +255,7 @@ func (a *applier) validIntent(in Intent, v1 bool) Reason {
 	if e := validateIntent(in); e != nil {
 		return e.Reason
 	}
-	return ""
+	return a.formatIntent(in) // format.go
 }
 
 func (a *applier) pendingPush(in Intent) {

@@ -2,6 +2,7 @@ package intentlog
 
 import (
 	"fmt"
+	"sync"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -154,3 +155,38 @@ func (s *readFormatStore) get(k []byte) []byte {
 
 func (s *readFormatStore) Block(k []byte) []byte { return s.get(formatBlockKey(k)) }
 func (s *readFormatStore) Head() []byte          { return s.get(formatHeadKey) }
+
+// intentRules are the formats' own rules for an intent (atproto: a record path and a
+// DAG-CBOR record), registered once at init by the package that knows the format.
+// Every replica runs one build, so every replica applies the same rules.
+var (
+	intentRulesMu sync.RWMutex
+	intentRules   = map[uint64]func(Intent) error{}
+)
+
+// RegisterIntentRule makes the apply refuse (ReasonBadIntent) an intent that rule
+// refuses on a chain of format f: an intent the holder could never sign must not
+// enter the pending queue, where it would stop the chain.
+func RegisterIntentRule(f uint64, rule func(Intent) error) {
+	intentRulesMu.Lock()
+	defer intentRulesMu.Unlock()
+	intentRules[f] = rule
+}
+
+// formatIntent applies the chain format's intent rule: "" or ReasonBadIntent.
+func (a *applier) formatIntent(in Intent) Reason {
+	f := a.chainFormat()
+	if f == CommitFormatVersion {
+		return ""
+	}
+	intentRulesMu.RLock()
+	rule := intentRules[f]
+	intentRulesMu.RUnlock()
+	if rule == nil {
+		return ReasonBadIntent // a format this build cannot check (or sign) intents for
+	}
+	if rule(in) != nil {
+		return ReasonBadIntent
+	}
+	return ""
+}

@@ -112,6 +112,15 @@ func TestAtprotoChainInTheApply(t *testing.T) {
 		{ID: "i1", Op: intentlog.OpPut, Path: "app.bsky.feed.post/3l3qo2vutsw2b", Value: post(t, "one")},
 		{ID: "i2", Op: intentlog.OpPut, Path: "app.bsky.feed.post/3l3qo2vutsw2c", Value: post(t, "two")},
 	}
+	// An intent the holder could never sign is refused before it enters the queue.
+	for _, bad := range []intentlog.Intent{
+		{ID: "b1", Op: intentlog.OpPut, Path: "app.bsky.feed.post/3l3qo2vutsw2x", Value: []byte("not cbor")},
+		{ID: "b2", Op: intentlog.OpPut, Path: "posts/1/2", Value: post(t, "x")},
+	} {
+		if res := r.apply(intentlog.IntentsEntry{Intents: []intentlog.Intent{bad}}); res.Accepted || res.Reason != intentlog.ReasonBadIntent {
+			t.Fatalf("intent %s: accepted=%v %s", bad.ID, res.Accepted, res.Reason)
+		}
+	}
 	if res := r.apply(intentlog.IntentsEntry{Intents: ins}); !res.Accepted {
 		t.Fatalf("intents: %s", res.Reason)
 	}

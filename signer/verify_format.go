@@ -6,6 +6,12 @@ import (
 	"github.com/batonhq/baton/signer/chain/atproto"
 )
 
+func init() {
+	intentlog.RegisterIntentRule(chain.FormatAtproto, func(in intentlog.Intent) error {
+		return atproto.CheckOp(chain.Op{ID: in.ID, Kind: chain.Kind(in.Op), Path: in.Path, Value: in.Value})
+	})
+}
+
 // isAtproto tells an atproto envelope (a CBOR map of 10 keys) from a version-1
 // commit (a map of 9) by its first byte. The apply then checks that the commit's
 // format is the chain's (its genesis's).

@@ -187,3 +187,21 @@ func encodeEnvelope(c chain.Commit, prevData []byte, opPrev [][]byte, block []by
 
 // Hash is the envelope's link hash.
 func Hash(raw []byte) [chain.HashSize]byte { return sha256.Sum256(raw) }
+
+// CheckOp checks one op on its own as the format requires: a valid record path, and
+// for a put a DAG-CBOR record (for a del, no value).
+func CheckOp(op chain.Op) error {
+	if err := checkPath(op.Path); err != nil {
+		return err
+	}
+	switch op.Kind {
+	case chain.Put:
+		return CheckRecord(op.Value)
+	case chain.Del:
+		if len(op.Value) != 0 {
+			return fmt.Errorf("a del has no value")
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown op %d", op.Kind)
+}
