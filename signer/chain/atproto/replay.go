@@ -21,7 +21,9 @@ type Replayer struct {
 	epoch uint64
 }
 
-// NewReplayer returns a replayer for the chain whose key is the did:key chainDID.
+// NewReplayer returns a replayer for the chain whose key is the did:key chainDID; with
+// "" the first commit's chain is taken (the export is then checked for consistency,
+// not for whose it is).
 func NewReplayer(chainDID string) *Replayer {
 	return &Replayer{chain: chainDID, bs: MemBlocks{}}
 }
@@ -33,6 +35,9 @@ func (r *Replayer) Next(raw []byte) (Step, error) {
 		return Step{}, err
 	}
 	c := e.Commit
+	if r.chain == "" && r.seq == 0 {
+		r.chain = c.Chain
+	}
 	switch {
 	case c.Chain != r.chain:
 		return Step{}, verr(c.Seq, chain.ReasonWrongChain, "chain %s, want %s", c.Chain, r.chain)
