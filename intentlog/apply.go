@@ -257,7 +257,7 @@ func (a *applier) validIntent(in Intent, v1 bool) Reason {
 	if e := validateIntent(in); e != nil {
 		return e.Reason
 	}
-	return ""
+	return a.formatIntent(in) // format.go
 }
 
 func (a *applier) pendingPush(in Intent) {
@@ -620,6 +620,10 @@ func (a *applier) commit(idx uint64, e CommitEntry) Result {
 	case len(info.Ops) == 0:
 		return a.reject(idx, ReasonBadOps)
 	}
+	fu, r := a.formatCheck(info) // the chain's format; a stateful format's own checks (format.go)
+	if r != "" {
+		return a.reject(idx, r)
+	}
 	// Check the ops before changing anything: first the oldest pending intents, then
 	// the ops the commit carries itself.
 	npend, r := a.matchPending(info.Ops, e.v1)
@@ -675,6 +679,7 @@ func (a *applier) commit(idx uint64, e CommitEntry) Result {
 			a.evictOldest()
 		}
 	}
+	a.formatWrite(fu)
 	must(a.bucket(bChain).Put(u64key(seq), sealChain(e.Raw)))
 	a.m.Head = Head{Seq: seq, Hash: hash, Epoch: info.Epoch, Signer: info.Signer}
 	if a.m.Chain == "" {
@@ -759,7 +764,7 @@ func (a *applier) genesis(idx uint64, e GenesisEntry, data []byte) Result {
 		return a.reject(idx, r)
 	}
 	switch {
-	case e.Version != CommitFormatVersion, len(e.Nonce) != GenesisNonceLen, e.Retention < 0:
+	case !knownFormat(e.Version), len(e.Nonce) != GenesisNonceLen, e.Retention < 0:
 		return a.reject(idx, ReasonBadEntry)
 	case a.m.Chain != "" && e.Chain != a.m.Chain:
 		// A late genesis for a legacy chain must name the chain its commits carry.

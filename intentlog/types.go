@@ -63,6 +63,10 @@ type CommitInfo struct {
 	Prev   []byte // nil at Seq 1, else 32 bytes
 	Ops    []Intent
 	Time   int64 // the commit's `time`: the holder's wall clock, unix ms
+	// Format is the commit's format (a genesis's Version); 0 means version 1. Step
+	// is a stateful format's check against its state (nil for version 1).
+	Format uint64
+	Step   FormatStep
 }
 
 // CommitVerifier decodes a commit's full encoding, checks that it is canonical and that

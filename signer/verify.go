@@ -17,6 +17,9 @@ func Verifier(did string) intentlog.CommitVerifier {
 		verify = chain.Verifier(did)
 	}
 	return func(raw []byte) (intentlog.CommitInfo, error) {
+		if isAtproto(raw) {
+			return verifyAtproto(raw, did) // verify_format.go
+		}
 		c, err := verify(raw)
 		if err != nil {
 			return intentlog.CommitInfo{}, err

@@ -153,7 +153,11 @@ func (c *cli) exportCmd() *cobra.Command {
 		Long: exportLong, Example: "  baton export --data /tmp/b1 > chain.ndjson\n  baton export --data /tmp/b1 | baton verify --data /tmp/b1", Args: noArgs}
 	f := c.addAPIFlags(cmd.Flags(), 10*time.Minute, "the export")
 	from := cmd.Flags().Uint64("from", 0, "first `seq` (default 1)")
+	car := addCARFlags(cmd) // cmd_export_car.go
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if car.on {
+			return c.exportCAR(cmd, f, car)
+		}
 		return c.streamCommits(cmd, f, *from, true, false)
 	}
 	return cmd

@@ -24,6 +24,9 @@ var (
 	// ErrSignature reports a signature produced by a Key that does not verify under
 	// the key's own DID (a broken or substituted signing backend).
 	ErrSignature = errors.New("chain: signature does not verify under the key's did")
+	// ErrUnknownFormat reports a commit format (a genesis's version) this build does
+	// not know.
+	ErrUnknownFormat = errors.New("chain: unknown commit format")
 )
 
 // VerifyReason is a stable, machine-readable code for why a commit or a chain was

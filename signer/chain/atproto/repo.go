@@ -1,0 +1,306 @@
+package atproto
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/bluesky-social/indigo/atproto/repo/mst"
+	"github.com/bluesky-social/indigo/atproto/syntax"
+	blocks "github.com/ipfs/go-block-format"
+	"github.com/ipfs/go-cid"
+	ipld "github.com/ipfs/go-ipld-format"
+
+	"github.com/batonhq/baton/signer/chain"
+)
+
+// Blocks is where a repository's blocks live, by CID (bbolt on a replica, a map in
+// tests). Get returns nil, nil for an absent block.
+type Blocks interface {
+	Get(cid []byte) ([]byte, error)
+}
+
+// Block is one DAG-CBOR block and its CID.
+type Block struct {
+	CID  []byte
+	Data []byte
+}
+
+// Head is a repository's state after its last commit; the zero Head is an empty
+// repository (no commit yet).
+type Head struct {
+	DID    string // fixed by the first commit
+	Data   []byte // CID of the MST root
+	Rev    string
+	Commit []byte // CID of the last commit block
+}
+
+// RepoOp is one op as atproto's #commit event names it.
+type RepoOp struct {
+	Action string // "create", "update", "delete"
+	Path   string
+	CID    []byte // the record's new CID; nil for a delete
+	Prev   []byte // its CID before; nil for a create
+}
+
+// Step is what one commit does to a repository: the head after it, the blocks it adds
+// (records, MST nodes, the commit block; sorted by CID) and its ops.
+type Step struct {
+	Head   Head
+	Blocks []Block
+	Ops    []RepoOp
+}
+
+// ErrRefused wraps every reason Apply refuses a commit for.
+var ErrRefused = errors.New("atproto commit refused")
+
+// Apply checks the envelope e against the repository (head, its blocks bs) and returns
+// what it changes: prevData is head's data, rev is later than head's, the DID is the
+// repository's, each op's prev CID is the record's current CID (a put of an unchanged
+// record is refused: ops are net), and the MST root after the ops is the commit's
+// data. The signature is VerifyEnvelope's. Apply is deterministic: it reads only its
+// arguments.
+func Apply(bs Blocks, head Head, e Envelope) (Step, error) {
+	refuse := func(format string, args ...any) (Step, error) {
+		return Step{}, fmt.Errorf("%w: seq %d: %s", ErrRefused, e.Commit.Seq, fmt.Sprintf(format, args...))
+	}
+	if !bytes.Equal(e.PrevData, head.Data) {
+		return refuse("prevData is not the previous commit's data")
+	}
+	if head.DID != "" && e.Repo.DID != head.DID {
+		return refuse("did %s, the repository is %s", e.Repo.DID, head.DID)
+	}
+	if head.Rev != "" && e.Repo.Rev <= head.Rev { // TIDs sort as their integers
+		return refuse("rev %s is not after %s", e.Repo.Rev, head.Rev)
+	}
+	tree, err := loadTree(bs, head.Data)
+	if err != nil {
+		return Step{}, err
+	}
+	ops, recs, err := applyOps(tree, e.Commit.Ops, e.OpPrev)
+	if err != nil {
+		return refuse("%v", err)
+	}
+	root, nodes, err := writeDiff(tree)
+	if err != nil {
+		return Step{}, err
+	}
+	if !bytes.Equal(root, e.Repo.Data) {
+		return refuse("data %x is not the recomputed MST root %x", e.Repo.Data, root)
+	}
+	st := Step{Head: Head{DID: e.Repo.DID, Data: root, Rev: e.Repo.Rev, Commit: CIDOf(e.Block)}, Ops: ops}
+	st.Blocks = sortBlocks(append(append(recs, nodes...), Block{CID: st.Head.Commit, Data: e.Block}))
+	return st, nil
+}
+
+// applyOps applies the ops to tree, checking each op's prev CID when opPrev is given
+// (nil: fill it in, for a proposal). It returns the ops as atproto names them and the
+// record blocks.
+func applyOps(tree *mst.Tree, in []chain.Op, opPrev [][]byte) ([]RepoOp, []Block, error) {
+	ops := make([]RepoOp, len(in))
+	var recs []Block
+	for i, op := range in {
+		key := []byte(op.Path)
+		cur, err := tree.Get(key)
+		if err != nil {
+			return nil, nil, fmt.Errorf("op %d: %v", i, err)
+		}
+		var prev []byte
+		if cur != nil {
+			prev = cur.Bytes()
+		}
+		if opPrev != nil && !bytes.Equal(opPrev[i], prev) {
+			return nil, nil, fmt.Errorf("op %d (%s): prev CID is not the record's current CID", i, op.Path)
+		}
+		switch op.Kind {
+		case chain.Put:
+			c := CIDOf(op.Value)
+			if bytes.Equal(c, prev) {
+				return nil, nil, fmt.Errorf("op %d (%s): writes the record unchanged (ops must be net)", i, op.Path)
+			}
+			cc, err := cid.Cast(c)
+			if err != nil {
+				return nil, nil, err
+			}
+			if _, err := tree.Insert(key, cc); err != nil {
+				return nil, nil, fmt.Errorf("op %d: %v", i, err)
+			}
+			ops[i] = RepoOp{Action: "create", Path: op.Path, CID: c, Prev: prev}
+			if prev != nil {
+				ops[i].Action = "update"
+			}
+			recs = append(recs, Block{CID: c, Data: op.Value})
+		case chain.Del:
+			if prev == nil {
+				return nil, nil, fmt.Errorf("op %d (%s): deletes a record that does not exist", i, op.Path)
+			}
+			if _, err := tree.Remove(key); err != nil {
+				return nil, nil, fmt.Errorf("op %d: %v", i, err)
+			}
+			ops[i] = RepoOp{Action: "delete", Path: op.Path, Prev: prev}
+		default:
+			return nil, nil, fmt.Errorf("op %d: unknown kind %d", i, op.Kind)
+		}
+	}
+	return ops, recs, nil
+}
+
+func loadTree(bs Blocks, root []byte) (*mst.Tree, error) {
+	if root == nil {
+		t := mst.NewEmptyTree()
+		return &t, nil
+	}
+	c, err := cid.Cast(root)
+	if err != nil {
+		return nil, fmt.Errorf("repository root: %v", err)
+	}
+	t, err := mst.LoadTreeFromStore(context.Background(), source{bs}, c)
+	if err != nil {
+		return nil, fmt.Errorf("load the repository's MST: %w", err)
+	}
+	return t, nil
+}
+
+// writeDiff writes the tree's changed nodes once (RootCID alone would clear the dirty
+// flags without writing them) and returns the root and the new node blocks.
+func writeDiff(tree *mst.Tree) ([]byte, []Block, error) {
+	var col collector
+	root, err := tree.WriteDiffBlocks(context.Background(), &col)
+	if err != nil {
+		return nil, nil, fmt.Errorf("write the MST: %w", err)
+	}
+	return root.Bytes(), col.blocks, nil
+}
+
+func sortBlocks(bl []Block) []Block {
+	slices.SortFunc(bl, func(a, b Block) int { return bytes.Compare(a.CID, b.CID) })
+	return slices.CompactFunc(bl, func(a, b Block) bool { return bytes.Equal(a.CID, b.CID) })
+}
+
+// source adapts Blocks to the MST's block source.
+type source struct{ bs Blocks }
+
+func (s source) Get(_ context.Context, c cid.Cid) (blocks.Block, error) {
+	b, err := s.bs.Get(c.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	if b == nil {
+		return nil, &ipld.ErrNotFound{Cid: c}
+	}
+	return blocks.NewBlockWithCid(b, c)
+}
+
+// collector is the blockstore WriteDiffBlocks writes into: it keeps what is put.
+type collector struct{ blocks []Block }
+
+func (c *collector) Put(_ context.Context, b blocks.Block) error {
+	c.blocks = append(c.blocks, Block{CID: b.Cid().Bytes(), Data: b.RawData()})
+	return nil
+}
+
+func (c *collector) PutMany(ctx context.Context, bl []blocks.Block) error {
+	for _, b := range bl {
+		_ = c.Put(ctx, b)
+	}
+	return nil
+}
+
+func (c *collector) DeleteBlock(context.Context, cid.Cid) error { return nil }
+func (c *collector) Has(_ context.Context, k cid.Cid) (bool, error) {
+	for _, b := range c.blocks {
+		if bytes.Equal(b.CID, k.Bytes()) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+func (c *collector) Get(_ context.Context, k cid.Cid) (blocks.Block, error) {
+	return nil, &ipld.ErrNotFound{Cid: k}
+}
+func (c *collector) GetSize(_ context.Context, k cid.Cid) (int, error) {
+	return 0, &ipld.ErrNotFound{Cid: k}
+}
+func (c *collector) AllKeysChan(context.Context) (<-chan cid.Cid, error) {
+	ch := make(chan cid.Cid)
+	close(ch)
+	return ch, nil
+}
+func (c *collector) HashOnRead(bool) {}
+
+// Propose builds and signs the next commit of the repository (head, bs) for the fence
+// and ops in c (Chain, Seq, Epoch, Signer, Prev, Time, Ops), with repository DID did
+// and revision rev (NextRev): it computes each op's prev CID, the new MST root and
+// prevData, signs the commit block with key and returns the envelope. It changes
+// nothing: the apply does, once the envelope is in the log.
+func Propose(key chain.Key, bs Blocks, head Head, c chain.Commit, did, rev string) ([]byte, error) {
+	if c.Chain == "" {
+		c.Chain = key.DID()
+	}
+	if c.Chain != key.DID() {
+		return nil, fmt.Errorf("%w: chain %s but the key is %s", chain.ErrInvalidCommit, c.Chain, key.DID())
+	}
+	if head.DID != "" && did != head.DID {
+		return nil, fmt.Errorf("%w: did %s, the repository is %s", chain.ErrInvalidCommit, did, head.DID)
+	}
+	tree, err := loadTree(bs, head.Data)
+	if err != nil {
+		return nil, err
+	}
+	ops, _, err := applyOps(tree, c.Ops, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", chain.ErrInvalidCommit, err)
+	}
+	root, _, err := writeDiff(tree)
+	if err != nil {
+		return nil, err
+	}
+	rc := RepoCommit{DID: did, Data: root, Rev: rev}
+	msg, err := rc.UnsignedBytes()
+	if err != nil {
+		return nil, err
+	}
+	if rc.Sig, err = key.Sign(msg); err != nil {
+		return nil, fmt.Errorf("sign commit seq %d: %w", c.Seq, err)
+	}
+	if err := rc.verifySig(c.Chain); err != nil {
+		return nil, fmt.Errorf("sign commit seq %d: %w: %v", c.Seq, chain.ErrSignature, err)
+	}
+	block, err := rc.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	opPrev := make([][]byte, len(ops))
+	for i, o := range ops {
+		opPrev[i] = o.Prev
+	}
+	raw, err := encodeEnvelope(c, head.Data, opPrev, block)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := DecodeEnvelope(raw); err != nil { // never hand the log what every replica refuses
+		return nil, fmt.Errorf("%w: %v", chain.ErrInvalidCommit, err)
+	}
+	return raw, nil
+}
+
+// NextRev is the revision of the next commit: the clock's TID, but never more than
+// bound (the clock is bounded at proposal: a fast clock would otherwise carry forward
+// through every later rev, and relays refuse revs far in the future) and always
+// after prev.
+func NextRev(nowMicros, boundMicros int64, prev string, clockID uint) (string, error) {
+	t := syntax.NewTID(min(nowMicros, boundMicros), clockID)
+	if prev == "" {
+		return t.String(), nil
+	}
+	p, err := syntax.ParseTID(prev)
+	if err != nil {
+		return "", err
+	}
+	if t.Integer() <= p.Integer() {
+		t = syntax.NewTIDFromInteger(p.Integer() + 1)
+	}
+	return t.String(), nil
+}
