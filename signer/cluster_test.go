@@ -104,7 +104,16 @@ const (
 	clusterTick = 200 * time.Millisecond
 )
 
-func newSigCluster(t *testing.T, n int) *sigCluster {
+func newSigCluster(t *testing.T, n int) *sigCluster { return newSigClusterOpts(t, n, clusterOpts{}) }
+
+// clusterOpts adjust a test cluster (refused_test.go).
+type clusterOpts struct {
+	genesis func(*intentlog.GenesisEntry)           // adjusts the genesis
+	loop    func(d *clusterDev, cfg *LoopConfig)    // adjusts each loop's config
+	log     func(d *clusterDev, fl fwdLog) ChainLog // the loop's log (default fl)
+}
+
+func newSigClusterOpts(t *testing.T, n int, o clusterOpts) *sigCluster {
 	c := &sigCluster{t: t, key: testKey(t, 0)}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var servers []raft.Server
@@ -138,8 +147,12 @@ func newSigCluster(t *testing.T, n int) *sigCluster {
 	// The genesis fixes the chain's identity; nothing is signed before it.
 	gctx, gcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer gcancel()
-	if res, err := c.leader().Propose(gctx, intentlog.GenesisEntry{Chain: c.key.DID(), Version: intentlog.CommitFormatVersion,
-		Nonce: make([]byte, intentlog.GenesisNonceLen), TS: time.Now().UnixMilli()}); err != nil || !res.Accepted {
+	ge := intentlog.GenesisEntry{Chain: c.key.DID(), Version: intentlog.CommitFormatVersion,
+		Nonce: make([]byte, intentlog.GenesisNonceLen), TS: time.Now().UnixMilli()}
+	if o.genesis != nil {
+		o.genesis(&ge)
+	}
+	if res, err := c.leader().Propose(gctx, ge); err != nil || !res.Accepted {
 		t.Fatalf("genesis: %v %+v", err, res)
 	}
 	for _, d := range c.devs {
@@ -148,8 +161,15 @@ func newSigCluster(t *testing.T, n int) *sigCluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lp, err := NewLoop(LoopConfig{Self: d.id, Key: c.key, Lease: ls, Log: fl, Tick: clusterTick,
-			MaxBatchCount: 7, Logger: testLogger(t).With("dev", d.id)})
+		lcfg := LoopConfig{Self: d.id, Key: c.key, Lease: ls, Log: fl, Tick: clusterTick,
+			MaxBatchCount: 7, Logger: testLogger(t).With("dev", d.id)}
+		if o.log != nil {
+			lcfg.Log = o.log(d, fl)
+		}
+		if o.loop != nil {
+			o.loop(d, &lcfg)
+		}
+		lp, err := NewLoop(lcfg)
 		if err != nil {
 			t.Fatal(err)
 		}

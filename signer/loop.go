@@ -11,6 +11,7 @@ import (
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/internal/knobs"
 	"github.com/batonhq/baton/signer/chain"
 )
 
@@ -133,6 +134,8 @@ type LoopConfig struct {
 	Diverged func(error)
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Knobs are test hooks (nil in production; see package internal/knobs).
+	Knobs *knobs.Signer
 }
 
 func (c *LoopConfig) validate() error {
@@ -224,6 +227,10 @@ type LoopStats struct {
 	// commits it has proposed and not yet seen applied locally, at the last step.
 	Queued   int
 	InFlight int
+
+	// ContentRefused counts the commits the apply refused for their content (not the
+	// fence nor a race on the head), by reason: a defect, 0 in any operation.
+	ContentRefused map[intentlog.Reason]uint64
 }
 
 // Loop is the signer loop of one device: a lease tick that renews or claims, and a
@@ -258,6 +265,9 @@ type Loop struct {
 	lastHead   uint64        // head seq last seen (progress)
 	wedgeSince time.Duration // mono when the current no-progress stretch began; -1: none
 	wedgeEpoch uint64        // the epoch given up as wedged (its release is retried while held)
+
+	defect atomic.Pointer[error] // the first commit refused for its content (Defect)
+	unfit  atomic.Pointer[error] // a content refusal no op explains: never sign again (Unfit)
 }
 
 // NewLoop validates cfg and returns a Loop. It does not start it.
@@ -271,7 +281,7 @@ func NewLoop(cfg LoopConfig) (*Loop, error) {
 		log:        cfg.Logger.With("component", "signer"),
 		kickSig:    make(chan struct{}, 1),
 		kickTk:     make(chan struct{}, 1),
-		stats:      LoopStats{Rejections: map[intentlog.Reason]uint64{}},
+		stats:      LoopStats{Rejections: map[intentlog.Reason]uint64{}, ContentRefused: map[intentlog.Reason]uint64{}},
 		in:         intake{byID: map[string]*queued{}},
 		wedgeSince: -1,
 	}, nil
@@ -285,6 +295,10 @@ func (l *Loop) Stats() LoopStats {
 	s.Rejections = make(map[intentlog.Reason]uint64, len(l.stats.Rejections))
 	for k, v := range l.stats.Rejections {
 		s.Rejections[k] = v
+	}
+	s.ContentRefused = make(map[intentlog.Reason]uint64, len(l.stats.ContentRefused))
+	for k, v := range l.stats.ContentRefused {
+		s.ContentRefused[k] = v
 	}
 	return s
 }
@@ -329,8 +343,11 @@ func (l *Loop) arm(d time.Duration) (<-chan struct{}, func()) {
 	return ch, func() { stop(); unpark() }
 }
 
-// unhealthy returns Healthy's error (nil without a Healthy func).
+// unhealthy returns Healthy's error (nil without a Healthy func), or Unfit's.
 func (l *Loop) unhealthy() error {
+	if err := l.Unfit(); err != nil {
+		return err
+	}
 	if l.cfg.Healthy == nil {
 		return nil
 	}
@@ -467,4 +484,12 @@ func (l *Loop) waitLease(ctx context.Context, timer <-chan struct{}, seen intent
 			}
 		}
 	}
+}
+
+// knobs returns the test knobs (zero: production).
+func (l *Loop) knobs() knobs.Signer {
+	if l.cfg.Knobs == nil {
+		return knobs.Signer{}
+	}
+	return *l.cfg.Knobs
 }

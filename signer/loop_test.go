@@ -293,16 +293,16 @@ func TestLoopStepsDownOnRejectedEpoch(t *testing.T) {
 	}
 }
 
-// A refused commit is never followed by another commit for its (seq, epoch): the loop
-// moves to the next epoch first; a refusal right after a move waits for the tick (a
-// persistent refusal cannot flood the log with claims).
+// A commit refused by a race on the head is never followed by another commit for its
+// (seq, epoch): the loop moves to the next epoch first; a refusal right after a move
+// waits for the tick (a persistent refusal cannot flood the log with claims).
 func TestLoopRefusalMovesEpochAndBacksOff(t *testing.T) {
 	h := newHarness(t, nil)
 	h.lease.grant(t, 1)
 	var refused atomic.Int32
 	h.log.setHook(func(ctx context.Context, e intentlog.Entry) (intentlog.Result, error, bool) {
 		if _, ok := e.(intentlog.CommitEntry); ok && refused.Add(1) <= 2 {
-			return intentlog.Result{Reason: intentlog.ReasonBadOps, Head: h.log.View().Head}, nil, true
+			return intentlog.Result{Reason: intentlog.ReasonBadSeq, Head: h.log.View().Head}, nil, true
 		}
 		return intentlog.Result{}, nil, false
 	})

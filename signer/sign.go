@@ -117,6 +117,12 @@ func (l *Loop) Holding() bool { return l.canSign(l.cfg.Log.View()) != 0 }
 // done once the commit that signs the intent was applied (or the hold ended without
 // signing it: Outcome.Err). Concurrent Adds of one ID share its fate.
 func (l *Loop) Add(in intentlog.Intent) (*Ticket, error) {
+	if !l.knobs().SkipValidation {
+		// The apply's own rule: an intent it refuses never reaches a commit.
+		if err := intentlog.ValidateIntent(in); err != nil {
+			return nil, err
+		}
+	}
 	if !l.Holding() {
 		return nil, ErrNotHolder
 	}
@@ -198,6 +204,9 @@ type inflight struct {
 	refused  bool          // the leader's apply refused it (an answer)
 	unsure   bool          // the last proposal's outcome is unknown: propose it again
 	lastSent time.Duration // mono of the last proposal (re-proposals wait a tick)
+
+	content  *intentlog.Result // the apply refused it for its content (refused.go)
+	analysed bool              // its offending ops were answered and dropped
 }
 
 // signer is the signing goroutine's state (owned by it).
@@ -288,6 +297,7 @@ func (l *Loop) stillHolds(epoch uint64) bool {
 func (l *Loop) step(ctx context.Context, s *signer) stepResult {
 	l.collect(s)
 	v := l.cfg.Log.View()
+	l.analyse(s, v)
 	l.resolve(s, v)
 	mono := l.cfg.Clock.Mono()
 	queued, inFlight := l.queuedLen(), len(s.flight)
@@ -313,7 +323,11 @@ func (l *Loop) step(ctx context.Context, s *signer) stepResult {
 	}
 	if s.stopEpoch == epoch {
 		// A commit was refused under this epoch: move to the next one before signing
-		// again (never a second commit for a (seq, epoch) already signed).
+		// again (never a second commit for a (seq, epoch) already signed); after a
+		// refusal for content, once its offending ops are dropped.
+		if s.analysing() {
+			return stepWait
+		}
 		return l.bump(ctx, s, epoch)
 	}
 	if l.queuedLen() == 0 && v.Pending <= s.pendingInFlight() {
@@ -555,9 +569,17 @@ func (l *Loop) collect(s *signer) {
 			// A second copy of a commit that applied already.
 			c.applied = true
 			l.finishApplied(c)
+		case l.settleLocally(c, res):
+			// Maybe a second copy of a commit that applied: the local chain decides.
+			l.log.Info("commit refused at or below the head: settling it from the local chain", "seq", c.seq,
+				"epoch", c.epoch, "reason", res.Reason, "head_seq", res.Head.Seq)
 		default:
 			c.refused = true
 			l.count(func(st *LoopStats) { st.CommitsRejected++; st.Rejections[res.Reason]++ })
+			if !FenceReason(res.Reason) && !l.knobs().ResignRefused {
+				l.contentRefused(s, c, res)
+				continue
+			}
 			s.stopEpoch = max(s.stopEpoch, c.epoch)
 			if res.Reason == intentlog.ReasonEpochMismatch || res.Reason == intentlog.ReasonNotHolder {
 				// The epoch moved on: this hold is over whatever the lease thinks.
@@ -614,6 +636,8 @@ func (l *Loop) resolve(s *signer, v intentlog.View) {
 	var void []*queued
 	for _, c := range s.flight {
 		switch {
+		case c.content != nil && !c.analysed:
+			kept = append(kept, c) // its offending ops are not dropped yet (analyse)
 		case v.Head.Seq >= c.seq:
 			h := v.Head.Hash
 			if v.Head.Seq != c.seq {

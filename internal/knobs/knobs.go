@@ -34,4 +34,7 @@ type Node struct {
 	BeforePropose func(ctx context.Context, e any)
 	// Intentlog is passed to the node's intent log.
 	Intentlog *Intentlog
+	// Signer is passed to the node's signer loop (and SkipValidation also skips the
+	// node's own entrance checks).
+	Signer *Signer
 }

@@ -413,8 +413,9 @@ func writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, status, errorJSON{Error: code, Message: Message(err)})
 }
 
-// decodeBody reads a bounded JSON body into v: unknown fields, trailing data and
-// oversized bodies are refused. An empty body is allowed when emptyOK.
+// decodeBody reads a bounded JSON body into v: unknown fields, duplicate keys, case
+// variants of field names (strictKeys), trailing data and oversized bodies are
+// refused. An empty body is allowed when emptyOK.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBody))
 	if err != nil {
@@ -434,6 +435,9 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) err
 		// encoding/json would replace invalid bytes by U+FFFD, so two distinct ids
 		// could collide: refuse instead.
 		return fmt.Errorf("%w: the body is not valid UTF-8", node.ErrBadRequest)
+	}
+	if err := strictKeys(body, v); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -736,5 +740,10 @@ func (a *Server) getHealth(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "id": a.n.ID()})
+	ans := map[string]any{"ok": true, "id": a.n.ID()}
+	if err := a.n.Defect(); err != nil {
+		// Signing goes on; a fault of baton itself to report (see node.State.Defect).
+		ans["defect"] = err.Error()
+	}
+	writeJSON(w, http.StatusOK, ans)
 }

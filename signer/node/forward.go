@@ -172,7 +172,7 @@ func (n *Node) handleCall(ctx context.Context, from string, payload []byte) ([]b
 	ans := forwardAnswer{Results: make([]forwardResult, len(ie.Intents))}
 	tickets := make([]*signer.Ticket, len(ie.Intents))
 	for i, in := range ie.Intents {
-		if err := ValidateIntent(&in); err != nil {
+		if err := n.validate(&in); err != nil {
 			ans.Results[i].Err, ans.Results[i].Msg = errBadText, err.Error()
 			continue
 		}
@@ -211,6 +211,8 @@ func (n *Node) handleCall(ctx context.Context, from string, payload []byte) ([]b
 			ans.Results[i].Err = errNotHolderText
 		case errors.Is(o.Err, signer.ErrStopped):
 			ans.Results[i].Err = errStoppedText
+		case errors.Is(o.Err, signer.ErrBacklog):
+			ans.Results[i].Err = errBacklogText
 		case o.Err != nil:
 			ans.Results[i].Err, ans.Results[i].Msg = errBadText, o.Err.Error()
 		default:

@@ -34,6 +34,11 @@ func (e *DivergedError) Unwrap() error { return ErrDiverged }
 // Health returns why this device must not sign, or nil: a storage fault, a diverged
 // replica, or a chain identity mismatch.
 func (n *Node) Health() error {
+	if n.loop != nil {
+		if err := n.loop.Unfit(); err != nil {
+			return err
+		}
+	}
 	if p := n.identityErr.Load(); p != nil {
 		return *p
 	}

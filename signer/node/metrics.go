@@ -44,6 +44,7 @@ var (
 	descCommits     = prometheus.NewDesc("baton_commits_signed_total", "Commits this device signed that were applied.", nil, nil)
 	descCommitsRej  = prometheus.NewDesc("baton_commits_rejected_total", "Commits this device signed that the apply refused, by reason.", []string{"reason"}, nil)
 	descRefused     = prometheus.NewDesc("baton_commits_signed_refused_total", "Commits this device signed that will never apply (refused, or voided when the epoch moved on with them in flight); 0 in fault-free operation.", nil, nil)
+	descContentRef  = prometheus.NewDesc("baton_commits_refused_total", "Commits this device signed that the apply refused for their content (not the fence nor a race on the head), by reason: a defect, 0 in any operation.", []string{"reason"}, nil)
 	descBumps       = prometheus.NewDesc("baton_lease_bumps_total", "Moves of this device's hold to the next epoch after a refused commit.", nil, nil)
 	descRejections  = prometheus.NewDesc("baton_apply_rejections_total", "Entries the local apply rejected, by reason.", []string{"reason"}, nil)
 	descPending     = prometheus.NewDesc("baton_pending_intents", "Intents accepted and not yet signed.", nil, nil)
@@ -114,6 +115,9 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		c(descBumps, float64(ls.Bumps))
 		for r, v := range ls.Rejections {
 			c(descCommitsRej, float64(v), string(r))
+		}
+		for r, v := range ls.ContentRefused {
+			c(descContentRef, float64(v), string(r))
 		}
 	}
 	for r, v := range n.log.Rejections() {

@@ -328,7 +328,7 @@ func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err er
 	if cfg.ChainKey != nil {
 		n.loop, err = signer.NewLoop(signer.LoopConfig{Self: parts.ID, Key: cfg.ChainKey, Lease: n.lease,
 			Log: n.prop, Clock: cfg.Clock, Tick: cfg.Tick, Logger: n.logger,
-			Healthy: n.Health, Diverged: n.diverge})
+			Healthy: n.Health, Diverged: n.diverge, Knobs: cfg.signerKnobs()})
 		if err != nil {
 			return nil, err
 		}
@@ -422,6 +422,13 @@ func RaftTimeouts(ttl time.Duration) func(*raft.Config) {
 		c.LeaderLeaseTimeout = t / 2
 		c.CommitTimeout = max(min(t/4, ttl/10), time.Millisecond)
 	}
+}
+
+func (c *Config) signerKnobs() *knobs.Signer {
+	if c.Knobs == nil {
+		return nil
+	}
+	return c.Knobs.Signer
 }
 
 func (c *Config) intentlogKnobs() *knobs.Intentlog {

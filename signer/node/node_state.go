@@ -25,6 +25,10 @@ type State struct {
 	// and how to recover.
 	Healthy bool   `json:"healthy"`
 	Problem string `json:"problem,omitempty"`
+	// Defect is a fault of baton itself this device saw that does not stop it
+	// signing (the first commit its loop signed that the apply refused for its
+	// content; see Node.Defect): report it.
+	Defect string `json:"defect,omitempty"`
 	// SuspectedSkew reports that this device's wall clock disagreed with a lease
 	// record it observed (see election.Stats.SkewSuspicions).
 	SuspectedSkew bool   `json:"suspected_skew"`
@@ -110,6 +114,9 @@ func (n *Node) State() State {
 		Pending: v.Pending, Bytes: v.PendingBytes, Healthy: true}
 	if err := n.Health(); err != nil {
 		st.Healthy, st.Problem = false, err.Error()
+	}
+	if err := n.Defect(); err != nil {
+		st.Defect = err.Error()
 	}
 	_, lid := r.LeaderWithID()
 	st.Raft = RaftState{Role: r.State().String(), Leader: string(lid), Term: r.CurrentTerm(),

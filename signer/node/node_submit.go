@@ -44,37 +44,39 @@ type SubmitResult struct {
 	Duplicate bool   `json:"duplicate,omitempty"`
 }
 
-// ValidateIntent checks an intent as the apply would, so that a bad one is refused
-// before it reaches the log (and changes nothing). A put without a value is an empty
-// value.
+// ValidateIntent checks an intent with the apply's own rule (intentlog.ValidateIntent:
+// the only copy of it), so that a bad one is refused before it reaches the log or a
+// commit, and changes nothing. The error wraps ErrBadRequest, ErrBadPath or
+// ErrTooLarge (the apply's reason bad_intent, bad_path or too_large) and carries the
+// apply's sentence. It also normalises the value: a put without a value is an empty
+// value, a del carries none.
 func ValidateIntent(in *intentlog.Intent) error {
-	switch {
-	case in.ID == "":
-		return fmt.Errorf("%w: missing id", ErrBadRequest)
-	case len(in.ID) > intentlog.MaxIDLen:
-		return fmt.Errorf("%w: id longer than %d bytes", ErrTooLarge, intentlog.MaxIDLen)
-	case len(in.Path) > intentlog.MaxPathLen:
-		return fmt.Errorf("%w: path longer than %d bytes", ErrTooLarge, intentlog.MaxPathLen)
-	case !intentlog.ValidPath(in.Path):
-		return fmt.Errorf("%w: %q is not collection/rkey (printable, no spaces)", ErrBadPath, in.Path)
+	if err := intentlog.ValidateIntent(*in); err != nil {
+		return intentError(err)
 	}
-	switch in.Op {
-	case intentlog.OpPut:
-		if len(in.Value) > intentlog.MaxValueLen {
-			return fmt.Errorf("%w: value of %d bytes, limit %d", ErrTooLarge, len(in.Value), intentlog.MaxValueLen)
-		}
-		if in.Value == nil {
-			in.Value = []byte{}
-		}
-	case intentlog.OpDel:
-		if len(in.Value) > 0 {
-			return fmt.Errorf("%w: del carries no value", ErrBadRequest)
-		}
+	if in.Op == intentlog.OpPut && in.Value == nil {
+		in.Value = []byte{}
+	}
+	if in.Op == intentlog.OpDel {
 		in.Value = nil
-	default:
-		return fmt.Errorf("%w: op must be put or del", ErrBadRequest)
 	}
 	return nil
+}
+
+// intentError maps the apply's verdict on an intent (an *intentlog.IntentError) to
+// the node's error for its reason.
+func intentError(err error) error {
+	var ie *intentlog.IntentError
+	if !errors.As(err, &ie) {
+		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	switch ie.Reason {
+	case intentlog.ReasonBadPath:
+		return fmt.Errorf("%w: %s", ErrBadPath, ie.Msg)
+	case intentlog.ReasonTooLarge:
+		return fmt.Errorf("%w: %s", ErrTooLarge, ie.Msg)
+	}
+	return fmt.Errorf("%w: %s", ErrBadRequest, ie.Msg)
 }
 
 // Submit submits one intent and returns once it is in the log (WaitCommitted) or
@@ -101,7 +103,7 @@ func ValidateIntent(in *intentlog.Intent) error {
 func (n *Node) Submit(ctx context.Context, in intentlog.Intent, wait Wait) (SubmitResult, error) {
 	stages.Mark(stages.SubmitStart, 0, 0, 0)
 	defer stages.Mark(stages.SubmitDone, 0, 0, 0)
-	if err := ValidateIntent(&in); err != nil {
+	if err := n.validate(&in); err != nil {
 		return SubmitResult{}, err
 	}
 	if _, ok := ctx.Deadline(); !ok {
@@ -181,10 +183,8 @@ func (n *Node) viaLoop(ctx context.Context, in intentlog.Intent) (SubmitResult, 
 	switch {
 	case errors.Is(err, signer.ErrNotHolder):
 		return SubmitResult{}, nil, false
-	case errors.Is(err, signer.ErrBacklog):
-		return SubmitResult{}, fmt.Errorf("%w: %w", ErrBacklog, err), true
 	case err != nil:
-		return SubmitResult{}, err, true
+		return SubmitResult{}, loopError(err), true
 	}
 	select {
 	case <-t.Done():
@@ -200,7 +200,7 @@ func (n *Node) viaLoop(ctx context.Context, in intentlog.Intent) (SubmitResult, 
 	case errors.Is(o.Err, signer.ErrStopped):
 		return SubmitResult{}, ErrStopped, true
 	case o.Err != nil:
-		return SubmitResult{}, o.Err, true
+		return SubmitResult{}, loopError(o.Err), true
 	}
 	return outcomeResult(in.ID, o), nil, true
 }

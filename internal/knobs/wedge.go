@@ -1,0 +1,16 @@
+package knobs
+
+// Signer changes package signer's loop.
+type Signer struct {
+	// SkipValidation makes Loop.Add take an intent without checking it with the
+	// apply's rule (intentlog.ValidateIntent): an invalid one reaches a commit.
+	SkipValidation bool
+	// ResignRefused treats a commit the apply refused for its content like one
+	// refused by the fence: the loop moves to the next epoch and signs the same ops
+	// again (the one-request wedge of issue 19.1).
+	ResignRefused bool
+	// TrustRefusal makes a bad_prev or bad_seq answer for a commit at or below the
+	// answer's head count as refused instead of being settled from the local chain
+	// (the false divergence alarm of issue 19.5).
+	TrustRefusal bool
+}
