@@ -14,4 +14,7 @@ var (
 	ErrUnknownScenario = errors.New("testnet: unknown scenario")
 	// ErrProcsUnavailable: multi-process mode cannot run (no binary).
 	ErrProcsUnavailable = errors.New("testnet: procs mode not available")
+	// ErrExited: a device's process exited while the harness waited for it (it was
+	// not stopped by the harness).
+	ErrExited = errors.New("testnet: the process exited")
 )

@@ -6,10 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,13 +49,20 @@ type ProcsConfig struct {
 
 // proc is one `baton run` process of a device.
 type proc struct {
-	listen string
+	// port is the device's libp2p TCP port on 127.0.0.1: 0 until its first process
+	// bound one (it listens on port 0 and the kernel picks a free port, so two
+	// devices never get one port) and logged it; every restart reuses it, as an
+	// operator keeps a device's --listen stable.
+	port int
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
 	paused bool
-	client *api.Client
+	// stopping: the harness stopped (or is stopping) this process; its exit is no
+	// failure (Exited).
+	stopping bool
+	client   *api.Client
 }
 
 func (p *proc) alive() bool {
@@ -91,7 +98,16 @@ func (p *proc) signal(sig syscall.Signal) error {
 	if p.cmd == nil || p.cmd.Process == nil {
 		return ErrNoDevice
 	}
+	if sig == syscall.SIGKILL || sig == syscall.SIGTERM {
+		p.stopping = true
+	}
 	return p.cmd.Process.Signal(sig)
+}
+
+func (p *proc) setStopping() {
+	p.mu.Lock()
+	p.stopping = true
+	p.mu.Unlock()
 }
 
 // waitExit waits for the process to exit (on its exit channel), at most timeout.
@@ -177,12 +193,8 @@ func NewProcCluster(cfg ProcsConfig) (*ProcCluster, error) {
 	}
 	pc.cfg.Bin = bin
 	for i := 0; i < cfg.Nodes; i++ {
-		l, err := freeListen()
-		if err != nil {
-			return nil, err
-		}
 		d := pc.addSlot(pc.cfg.Dir, nil)
-		d.proc = &proc{listen: l}
+		d.proc = &proc{}
 	}
 	pc.state = pc.stateOf
 	pc.target = func(d *Device) Submitter {
@@ -214,14 +226,28 @@ func copyFile(from, to string) error {
 	return os.WriteFile(to, b, 0o755)
 }
 
-func freeListen() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// startedPort matches the port of the 127.0.0.1 address in a "node started" line.
+var startedPort = regexp.MustCompile(`/ip4/127\.0\.0\.1/tcp/([0-9]+)`)
+
+// loggedPort returns the port the last process of the device logged in its "node
+// started" line (0 if none did).
+func loggedPort(logFile string) int {
+	b, err := os.ReadFile(logFile)
 	if err != nil {
-		return "", fmt.Errorf("free port: %w", err)
+		return 0
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	return fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port), nil
+	port := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		if !strings.Contains(l, "node started") {
+			continue
+		}
+		if m := startedPort.FindStringSubmatch(l); m != nil {
+			if p, err := strconv.Atoi(m[1]); err == nil && p > 0 {
+				port = p
+			}
+		}
+	}
+	return port
 }
 
 // Bin is the baton binary the devices run (a copy of ProcsConfig.Bin in the
@@ -297,7 +323,7 @@ func (pc *ProcCluster) Start(ctx context.Context) error {
 	if err := pc.spawn(ds[0], "run"); err != nil {
 		return err
 	}
-	if err := pc.until(ctx, ds[0].Name+" to hold the lease", func() bool {
+	if err := pc.until(ctx, ds[0], ds[0].Name+" to hold the lease", func() bool {
 		st, ok := pc.stateOf(ds[0])
 		return ok && st.Lease.HeldByMe
 	}); err != nil {
@@ -338,20 +364,49 @@ func (pc *ProcCluster) join(ctx context.Context, d *Device, members int) error {
 	if err := pc.spawn(d, "join", "--invite-file", inviteFile); err != nil {
 		return err
 	}
-	return pc.until(ctx, d.Name+" to join", func() bool {
+	return pc.until(ctx, d, d.Name+" to join", func() bool {
 		st, ok := pc.stateOf(d)
 		return ok && st.Members >= members && st.Raft.Leader != ""
 	})
 }
 
-// until is wait.Until bounded by a start-up allowance.
-func (pc *ProcCluster) until(ctx context.Context, what string, cond func() bool) error {
+// until is wait.Until bounded by a start-up allowance; it fails at once when d's
+// process exits meanwhile (no wait for a process that is gone).
+func (pc *ProcCluster) until(ctx context.Context, d *Device, what string, cond func() bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 4*pc.cfg.TTL+30*time.Second)
 	defer cancel()
-	if err := wait.Until(ctx, what, cond); err != nil {
+	var exited error
+	if err := wait.Until(ctx, what, func() bool {
+		if exited = pc.Exited(d); exited != nil {
+			return true
+		}
+		return cond()
+	}); err != nil {
 		return fmt.Errorf("%w: %w", ErrTimeout, err)
 	}
+	if exited != nil {
+		return fmt.Errorf("waiting for %s: %w", what, exited)
+	}
 	return nil
+}
+
+// Exited returns an error (ErrExited, with how the process ended and the last lines
+// of its log) when d's process was started and has exited without the harness
+// stopping it; nil while it runs or after Stop, Kill or Leave.
+func (pc *ProcCluster) Exited(d *Device) error {
+	p := d.proc
+	p.mu.Lock()
+	cmd, ch, stopping := p.cmd, p.exited, p.stopping
+	p.mu.Unlock()
+	if ch == nil || stopping {
+		return nil
+	}
+	select {
+	case <-ch:
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w: %s %s:\n%s", ErrExited, d.Label(), cmd.ProcessState, tailFile(d.Dir+".log", 5))
 }
 
 // spawn starts `baton <verb> --data DIR --listen ADDR <flags> [arg]` with its output
@@ -365,7 +420,11 @@ func (pc *ProcCluster) spawn(d *Device, verb string, arg ...string) error {
 	if err != nil {
 		return fmt.Errorf("%s log: %w", d.Name, err)
 	}
-	args := append([]string{verb, "--data", d.Dir, "--listen", p.listen}, pc.flags...)
+	if p.port == 0 {
+		p.port = loggedPort(d.Dir + ".log")
+	}
+	listen := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", p.port)
+	args := append([]string{verb, "--data", d.Dir, "--listen", listen}, pc.flags...)
 	if pc.cfg.Flags != nil {
 		args = append(args, pc.cfg.Flags(d.Index)...)
 	}
@@ -383,7 +442,7 @@ func (pc *ProcCluster) spawn(d *Device, verb string, arg ...string) error {
 		close(exited)
 	}()
 	p.mu.Lock()
-	p.cmd, p.exited, p.paused = cmd, exited, false
+	p.cmd, p.exited, p.paused, p.stopping = cmd, exited, false, false
 	if p.client == nil {
 		if c, err := api.NewClient(filepath.Join(d.Dir, api.SocketFile), ""); err == nil {
 			p.client = c
@@ -503,6 +562,7 @@ func (pc *ProcCluster) Leave(ctx context.Context, d *Device) error {
 		return fmt.Errorf("leave %s: the founding device does not leave in procs mode", d.Label())
 	}
 	pc.Event(d, EventLeave, "leave "+d.Label())
+	d.proc.setStopping() // the node stops by itself once it left
 	if _, err := pc.runCLI(ctx, "leave", "--data", d.Dir); err != nil {
 		return fmt.Errorf("leave %s: %w", d.Label(), err)
 	}
@@ -679,6 +739,17 @@ func parseRejections(text string) map[string]uint64 {
 		}
 	}
 	return out
+}
+
+// tailFile returns the last lines of a file, indented.
+func tailFile(path string, lines int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "    (no log: " + err.Error() + ")"
+	}
+	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	all = all[max(0, len(all)-lines):]
+	return "    " + strings.Join(all, "\n    ")
 }
 
 // TailLogs returns the last lines of each process log (for a failed drill).

@@ -277,7 +277,11 @@ func (d *Drill) catchUp(ctx context.Context, r *Round, x *Device) error {
 	ctx, cancel := context.WithTimeout(ctx, catchUpTimeout)
 	defer cancel()
 	var seq uint64
+	var exited error
 	err := wait.Until(ctx, fmt.Sprintf("%s to catch up to seq %d", x.Label(), target), func() bool {
+		if exited = netExited(d.Net, x); exited != nil {
+			return true // no wait for a process that is gone
+		}
 		st, ok := d.Net.State(x)
 		seq = st.Head.Seq
 		return ok && seq >= target
@@ -285,8 +289,19 @@ func (d *Drill) catchUp(ctx context.Context, r *Round, x *Device) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrTimeout, err)
 	}
+	if exited != nil {
+		return exited
+	}
 	if !d.compact {
 		d.Logf("%s caught up (seq %d)", x.Label(), seq)
+	}
+	return nil
+}
+
+// netExited is n's Exited for a Net of processes (ProcCluster), nil otherwise.
+func netExited(n Net, x *Device) error {
+	if e, ok := n.(interface{ Exited(*Device) error }); ok {
+		return e.Exited(x)
 	}
 	return nil
 }

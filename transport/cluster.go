@@ -105,6 +105,9 @@ type Cluster struct {
 	obs      *raft.Observer
 	syncKick chan struct{}
 
+	removedNotice atomic.Pointer[removedNotice] // removed_members.go
+	stopRemoved   func()
+
 	leaderMu sync.Mutex
 	leaderCh chan struct{} // closed and replaced whenever the local Raft's leader changes
 
@@ -182,6 +185,10 @@ func NewCluster(h *Host, r Raft, apply ApplyFunc, cfg ClusterConfig) (*Cluster, 
 	}))
 	h.h.SetStreamHandler(ForwardProtocol, c.handleForward)
 	h.h.SetStreamHandler(JoinProtocol, c.handleJoinStream)
+	if err := c.startRemovedNotices(); err != nil {
+		cancel()
+		return nil, err
+	}
 	c.wg.Add(1)
 	go c.syncLoop()
 	return c, nil
@@ -193,6 +200,8 @@ func (c *Cluster) Close() error {
 	c.once.Do(func() {
 		c.h.h.RemoveStreamHandler(ForwardProtocol)
 		c.h.h.RemoveStreamHandler(JoinProtocol)
+		c.h.h.RemoveStreamHandler(RemovedProtocol)
+		c.stopRemoved()
 		c.r.DeregisterObserver(c.obs)
 		c.cancel()
 		c.wg.Wait()

@@ -34,7 +34,8 @@ type gater struct {
 	joinUses int
 	claims   map[peer.ID]int // joins in progress per device (a retry may overlap)
 	joined   map[peer.ID]bool
-	joinGen  uint64 // incremented by openJoin and closeJoin
+	joinGen  uint64      // incremented by openJoin and closeJoin
+	tombs    *tombstones // removed members, admitted to be told so (removed_members.go)
 }
 
 var _ connmgr.ConnectionGater = (*gater)(nil)
@@ -226,6 +227,10 @@ func (g *gater) InterceptSecured(dir network.Direction, p peer.ID, addrs network
 		return true // we chose to dial it
 	}
 	if g.isMember(p) {
+		return true
+	}
+	if g.admitRemoved(p) {
+		g.log.Info("gater: admitted a removed member (to tell it so)", "peer", p)
 		return true
 	}
 	if g.joinOpen() {

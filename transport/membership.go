@@ -306,11 +306,13 @@ func (c *Cluster) leaderRemove(ctx context.Context, payload []byte) ([]byte, err
 		return nil, fmt.Errorf("%w: remove: %w", errBadRequest, err)
 	}
 	timeout := time.Until(deadlineOr(ctx, c.cfg.ProposeTimeout))
-	if err := c.r.RemoveServer(raft.ServerID(p.String()), 0, timeout).Error(); err != nil {
+	rf := c.r.RemoveServer(raft.ServerID(p.String()), 0, timeout)
+	if err := rf.Error(); err != nil {
 		return nil, fmt.Errorf("remove %s: %w", p, err)
 	}
 	c.log.Info("member removed", "peer", p)
 	if p != c.h.ID() {
+		c.noteRemovedMember(p, rf.Index())
 		c.forget(p)
 	}
 	return nil, nil
@@ -526,6 +528,7 @@ func (c *Cluster) syncOnce() {
 			continue
 		}
 		inCfg[p] = true
+		c.noteRemovedMember(p, 0) // a member (again): no tombstone
 		// Admit every member at once, before any address lookup: a lookup asks the
 		// leader, which may hang (a stopped process keeps its connections open), and
 		// a member refused meanwhile can neither vote nor replicate with this device.
@@ -545,6 +548,7 @@ func (c *Cluster) syncOnce() {
 	for p := range book {
 		if !inCfg[p] && !c.isPending(p) {
 			c.log.Info("member no longer in raft configuration", "peer", p)
+			c.noteRemovedMember(p, f.Index())
 			c.forget(p)
 		}
 	}

@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/batonhq/baton/internal/wait"
 	"github.com/batonhq/baton/signer/api"
 	"github.com/batonhq/baton/signer/node"
 )
@@ -81,8 +81,13 @@ itself; a lease held by another device is waited out, never stolen; --timeout bo
 the wait), then starts CMD with this command's stdin, stdout and stderr. The moment the
 hold ends (lost, released, transferred, stolen, or this device's may-sign window
 closes without a renewal it has seen, or the node stops answering), CMD gets SIGTERM,
-then SIGKILL after --grace. Exit status: CMD's own when it ends by itself; 1 when the
-hold ended under it; 2 for a usage error.
+then SIGKILL after --grace. CMD runs in a process group of its own and the signals go
+to the whole group, so what CMD started stops with it; when CMD ends by itself, what
+it left running in its group is stopped the same way. A process that leaves the group
+(setsid, a daemon that double-forks, systemd-run) is not reached. CMD is not in the
+terminal's foreground group: Ctrl-C reaches exec, which stops the group; give CMD its
+input through a pipe or a file, not a terminal. Exit status: CMD's own when it ends
+by itself; 1 when the hold ended under it; 2 for a usage error.
 
 The lease guards the chain; exec makes it a hint for work that should run on one
 device at a time. Like any lock of this kind it is not a fence: between the hold
@@ -145,6 +150,10 @@ func (c *cli) runExec(ctx context.Context, f *apiFlags, timeout, grace time.Dura
 
 	child := exec.Command(args[0], args[1:]...)
 	child.Stdin, child.Stdout, child.Stderr = c.stdin, c.stdout, c.stderr
+	ownGroup(child) // CMD and its children: one process group, stopped as one
+	// Output copied through a pipe (stdout not a file) is not waited for beyond the
+	// group's end: a process that left the group may hold the pipe open.
+	child.WaitDelay = time.Second
 	if err := child.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", args[0], err)
 	}
@@ -167,6 +176,9 @@ loop:
 		select {
 		case err := <-exited:
 			stopWatch()
+			// What CMD left running in its group stops with it: nothing started
+			// under the hold outlives exec.
+			stopGroup(child, grace)
 			if release {
 				rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
 				if rerr := cl.Release(rctx); rerr != nil {
@@ -218,18 +230,43 @@ loop:
 	return fmt.Errorf("%s: stopped %s", why, args[0])
 }
 
-// stopChild sends SIGTERM, then SIGKILL after grace, and waits for the child.
+// stopChild sends SIGTERM to CMD's process group, then SIGKILL after grace to what
+// is left of it, and waits for CMD.
 func stopChild(child *exec.Cmd, exited <-chan error, grace time.Duration) {
-	_ = child.Process.Signal(syscall.SIGTERM)
+	deadline := time.Now().Add(grace)
+	signalGroup(child, syscall.SIGTERM)
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
 	case <-exited:
+		// CMD stopped: its group may still hold processes; they get the rest of
+		// the grace.
+		stopGroupBy(child, deadline)
 		return
 	case <-t.C:
 	}
-	_ = child.Process.Signal(os.Kill)
+	signalGroup(child, syscall.SIGKILL)
 	<-exited
+}
+
+// stopGroup stops what is left of an exited CMD's process group: SIGTERM, SIGKILL
+// after grace.
+func stopGroup(child *exec.Cmd, grace time.Duration) {
+	if groupGone(child) {
+		return
+	}
+	signalGroup(child, syscall.SIGTERM)
+	stopGroupBy(child, time.Now().Add(grace))
+}
+
+// stopGroupBy waits (polling, bounded by deadline) for CMD's process group to
+// empty, then SIGKILLs what remains.
+func stopGroupBy(child *exec.Cmd, deadline time.Time) {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	if wait.Until(ctx, "the command's process group to end", func() bool { return groupGone(child) }) != nil {
+		signalGroup(child, syscall.SIGKILL)
+	}
 }
 
 // childStatus passes the child's exit status on.

@@ -40,8 +40,9 @@ func newOpsState() *opsState {
 }
 
 // Removed returns a channel closed once this device learns that it is no longer a
-// member of its cluster: its own Leave succeeded, or the Raft configuration, which
-// named it earlier in this process, no longer does. A removed device gets no more
+// member of its cluster: its own Leave succeeded, the Raft configuration, which
+// named it earlier in this process, no longer does, or a member told it that it was
+// removed while it was down (transport.RemovedProtocol). A removed device gets no more
 // entries; stop it (the baton binary exits). RemovedHow says which.
 func (n *Node) Removed() <-chan struct{} { return n.ops.removed }
 
@@ -88,6 +89,11 @@ func (n *Node) opsLoop() {
 	seenSelf := false
 	check := func() {
 		if n.cluster == nil {
+			return
+		}
+		if _, _, told := n.cluster.RemovedNotice(); told {
+			// Removed while it was down: a member said so (transport.RemovedProtocol).
+			n.noteRemoved("removed")
 			return
 		}
 		ms, err := n.cluster.Members()
