@@ -167,7 +167,10 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 	}
 	// Every byte Raft trusts is sealed (raftseal.go); a file from before is sealed now.
 	rf := &raftStoreFault{onChange: func() { fsm.notify.publish(nil) }}
-	var sealedLogs raft.LogStore = sealedLogStore{LogStore: store, onCorrupt: rf.corrupted}
+	// A seal that fails at run time halts the replica as a corrupt entry does: it
+	// neither signs nor serves, and gives up Raft leadership, until repaired.
+	halt := func(i uint64, err error) { fsm.raise(&FaultError{File: RaftFile, Index: i, Halted: true, Err: err}) }
+	var sealedLogs raft.LogStore = sealedLogStore{LogStore: store, onCorrupt: halt}
 	var sealedStable raft.StableStore = sealedStableStore{store}
 	if cfg.Knobs != nil && cfg.Knobs.UnsealedRaftLog {
 		sealedLogs, sealedStable = store, store // the simulator's old code: nothing sealed

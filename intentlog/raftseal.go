@@ -150,7 +150,7 @@ func unsealValue(key, v []byte) ([]byte, error) {
 // sealedLogStore is the raft.LogStore Raft writes its log through: it seals every entry
 // it stores and verifies (and strips) the seal of every entry it reads. A read that
 // does not verify is an error wrapping ErrCorrupt and is reported to onCorrupt (the
-// replica's storage is then faulty for good: see raftStoreFault).
+// replica halts: Open passes the FSM's halt).
 type sealedLogStore struct {
 	raft.LogStore
 	onCorrupt func(index uint64, err error)

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
@@ -348,4 +350,70 @@ func TestEntryCRCMatchesCRC32C(t *testing.T) {
 	if got := entryCRC(l, []byte("ext")); got != want {
 		t.Fatalf("entryCRC %08x, want %08x", got, want)
 	}
+}
+
+// Repair keeps the term and vote it copies: a damaged one is refused (the device could
+// vote twice in a term), never copied into the repaired raft.db.
+func TestRepairRefusesFlippedStableStore(t *testing.T) {
+	dir, _ := oneNodeWithMarker(t)
+	flipStableValue(t, dir, "CurrentTerm")
+	if err := Repair(dir); err == nil || !strings.Contains(err.Error(), "vote twice") || !strings.Contains(err.Error(), "CurrentTerm") {
+		t.Fatalf("Repair with a flipped term: %v", err)
+	}
+}
+
+// The fork of issue 20 item 1 at the cluster level: a follower F falls behind (down
+// while b-1..b-10 commit on the leader and G), the leader dies, and F's raft.db
+// comes back with its last entry's term flipped 2 -> 66. F's log lacks ten committed
+// entries; G has them. Raft must never let F lead: F's start is refused. (Before
+// the seals F started, won the election with its "greater" last term, and G
+// truncated the committed entries.)
+func TestFlippedTermNeverLeads(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	for i := range 3 {
+		c.propose(one(put(fmt.Sprintf("a-%d", i+1), "c/a", "v")))
+	}
+	ld := c.leader()
+	var f, g int
+	for i, nd := range c.nodes {
+		if nd != ld {
+			f, g = i, i
+			break
+		}
+	}
+	for i, nd := range c.nodes {
+		if nd != ld && i != f {
+			g = i
+		}
+	}
+	c.stop(f)
+	var last Result
+	for i := range 10 {
+		last = c.propose(one(put(fmt.Sprintf("b-%d", i+1), "c/b", "v")))
+	}
+	waitFor(t, "G applied b-10", func() bool { return c.nodes[g].log.View().AppliedIndex >= last.Index })
+	for i, nd := range c.nodes {
+		if nd == ld {
+			c.stop(i)
+		}
+	}
+	fd := c.nodes[f]
+	editEntry(t, fd.dir, lastEntry, func(l *raft.Log) { l.Term |= 1 << 6 })
+
+	// Start F beside G, as c.start does, but keep the error.
+	_, fd.trans = raft.NewInmemTransport(raft.ServerAddress(fd.id))
+	gd := c.nodes[g]
+	fd.trans.Connect(raft.ServerAddress(gd.id), gd.trans)
+	gd.trans.Connect(raft.ServerAddress(fd.id), fd.trans)
+	l, err := Open(Config{Dir: fd.dir, LocalID: fd.id, Verify: testVerify, Logger: quietLogger(),
+		Raft: fastRaft, SnapshotThreshold: 1 << 30, SnapshotInterval: time.Hour}, fd.trans)
+	if err == nil {
+		fd.log = l
+		waitFor(t, "a leader", func() bool {
+			return l.Raft().State() == raft.Leader || gd.log.Raft().State() == raft.Leader
+		})
+		t.Fatalf("F started on a flipped term: leader F=%v (its last index %d, committed up to %d)",
+			l.Raft().State() == raft.Leader, l.Raft().LastIndex(), last.Index)
+	}
+	wantCorruptFile(t, err, 0)
 }

@@ -12,11 +12,9 @@ import (
 // wrappers turn such a failure into a write fault of the Log (Fault), cleared by the
 // next write that succeeds, so the node stops signing and says why.
 
-// raftStoreFault holds the current raft.db write fault, and the corruption found by a
-// read of the running log (a seal that does not verify), which stays.
+// raftStoreFault holds the current raft.db write fault.
 type raftStoreFault struct {
-	fault   atomic.Pointer[FaultError]
-	corrupt atomic.Pointer[FaultError]
+	fault atomic.Pointer[FaultError]
 	// onChange is called after the fault was raised or cleared (wakes watchers).
 	onChange func()
 }
@@ -33,18 +31,7 @@ func (s *raftStoreFault) note(err error) {
 	}
 }
 
-// corrupted records that the running log read a corrupt entry at index: the replica's
-// storage is faulty until it is repaired (Health fails: it neither signs nor serves).
-func (s *raftStoreFault) corrupted(index uint64, err error) {
-	if s.corrupt.CompareAndSwap(nil, &FaultError{File: RaftFile, Index: index, Halted: true, Err: err}) {
-		s.onChange()
-	}
-}
-
 func (s *raftStoreFault) get() error {
-	if fe := s.corrupt.Load(); fe != nil {
-		return fe
-	}
 	if fe := s.fault.Load(); fe != nil {
 		return fe
 	}

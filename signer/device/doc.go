@@ -26,9 +26,13 @@
 //
 // Create writes identity.key (the device's libp2p key: its peer ID), network.key (the
 // private network key, swarm key format), chain.key (the chain key; absent on a
-// replica that never signs) and device.json (the chain's did:key, and whether this
-// device founded the cluster and so bootstraps on its first run), device.json last: its
-// presence means the directory is complete. Keys are never overwritten. The node adds
+// replica that never signs) and device.json (the chain's did:key, whether this device
+// founded the cluster and so bootstraps on its first run, and whether it was made with
+// the chain key), device.json last: its presence means the directory is complete.
+// Open refuses (ErrMissingKey, with what to do) a data dir with a Raft log whose
+// identity.key is gone (a new one would be a stranger on that log) and a device made
+// with the chain key whose chain.key is gone (it would silently stop signing); a
+// device made without it is a replica (Device.Replica), which baton run says at start. Keys are never overwritten. The node adds
 // members.json, raft.db, state.db, snapshots/ and chain.genesis; the binary adds
 // baton.sock, api.token and baton.lock. A device that left its cluster gets a
 // removed.json marker (MarkRemoved); Open reports it in Device.Removed.

@@ -28,7 +28,7 @@ func checkIdentityPresent(dir string) error {
 		return herr
 	}
 	return fmt.Errorf("%w: %s is gone but this data dir has a Raft log (%s): the device's identity is its member ID, and a new one would run as a stranger on that log; "+
-		"restore %s from a backup of this device and start again; if it is lost for good, remove this device from the cluster on another member (baton remove), "+
+		"restore %s from a backup of this device and start again; if it is lost for good, remove this device from the cluster on another member (baton members remove ID), "+
 		"move %s aside and join again with a new invite (baton join)",
 		ErrMissingKey, filepath.Join(dir, IdentityFile), intentlog.RaftFile, IdentityFile, dir)
 }

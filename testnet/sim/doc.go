@@ -28,6 +28,11 @@
 //     (also state.db rolled back to a copy the "page cache" wrote earlier, torn,
 //     deleted or kept; raft.db is fsynced on every append and survives), restarts on
 //     the same data dir;
+//   - disks (profile disk, faults_disk.go): after a crash, a flipped bit in a field of
+//     raft.db that Raft trusts (an entry's term, type, a configuration's voter flag,
+//     a command's data, the stable term or vote), in state.db, or a torn raft.db; a
+//     device must never start on a flipped field (corrupt_store), and is removed,
+//     repaired and re-joined at the heal;
 //   - pauses: SIGSTOP (the clock's readings both catch up on resume) or a suspend
 //     (only the wall reading does); the endpoints freeze (nothing sent, arrivals held
 //     and delivered on resume) and proposals wait (knobs.Node.BeforePropose);
