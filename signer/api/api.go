@@ -174,6 +174,8 @@ type Server struct {
 	sock    string
 	tcp     string // the TCP listener's address, if any
 	wg      sync.WaitGroup
+
+	guard *connGuard // the TCP listener's connection limits (conns.go)
 }
 
 // Start serves n's API on the listeners cfg names.
@@ -251,14 +253,21 @@ func listenSocket(path string) (net.Listener, error) {
 
 func (a *Server) serve(ln net.Listener, tcp bool) {
 	var h http.Handler = a.logRequests(strictPaths(a.mux))
+	if tcp {
+		h = a.markAuthenticated(h)
+	}
 	if token := a.cfg.Token; token != "" {
 		// Authenticate first: nothing of the body is read before the token checks.
 		h = requireToken(h, token, tcp)
 	}
-	ln = limitListener(ln, a.cfg.MaxConns)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: ReadHeaderTimeout, ReadTimeout: ReadTimeout,
 		WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout, MaxHeaderBytes: MaxHeaderBytes,
 		BaseContext: func(net.Listener) context.Context { return a.base }}
+	if tcp {
+		ln = a.guardTCP(srv, ln) // conns.go: limits that token-less peers cannot exhaust
+	} else {
+		ln = limitListener(ln, a.cfg.MaxConns)
+	}
 	a.mu.Lock()
 	a.servers = append(a.servers, srv)
 	a.mu.Unlock()
