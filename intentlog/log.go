@@ -176,7 +176,7 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 	}
 	rc.NoSnapshotRestoreOnStart = stateCoversSnapshot(fsm, snaps)
 	rf := &raftStoreFault{onChange: func() { fsm.notify.publish(nil) }}
-	logs, err := raft.NewLogCache(512, faultLogStore{LogStore: stageLogStore{LogStore: store, who: fsm.who, pre: fsm.pre}, f: rf})
+	logs, err := raft.NewLogCache(512, faultLogStore{LogStore: stageLogStore{LogStore: store, who: fsm.who}, f: rf})
 	if err != nil {
 		store.Close()
 		fsm.Close()
@@ -365,6 +365,7 @@ func (l *Log) apply(ctx context.Context, data []byte) (Result, error) {
 			return Result{}, ErrTimeout
 		}
 	}
+	l.fsm.pre.startData(data) // the commit's signature, beside the Raft round (preverify.go)
 	stages.Mark(stages.RaftApply, 0, 0, l.fsm.who)
 	fut := l.raft.Apply(data, timeout)
 	if f, ok := ctx.Value(enqueuedKey{}).(func()); ok {
