@@ -189,7 +189,7 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 		return nil, fmt.Errorf("open: %w", err)
 	}
 	rc.NoSnapshotRestoreOnStart = stateCoversSnapshot(fsm, snaps)
-	logs, err := raft.NewLogCache(512, faultLogStore{LogStore: stageLogStore{LogStore: sealedLogs, who: fsm.who, pre: fsm.pre}, f: rf})
+	logs, err := raft.NewLogCache(512, faultLogStore{LogStore: stageLogStore{LogStore: sealedLogs, who: fsm.who}, f: rf})
 	if err != nil {
 		store.Close()
 		fsm.Close()
@@ -378,6 +378,7 @@ func (l *Log) apply(ctx context.Context, data []byte) (Result, error) {
 			return Result{}, ErrTimeout
 		}
 	}
+	l.fsm.pre.startData(data) // the commit's signature, beside the Raft round (preverify.go)
 	stages.Mark(stages.RaftApply, 0, 0, l.fsm.who)
 	fut := l.raft.Apply(data, timeout)
 	if f, ok := ctx.Value(enqueuedKey{}).(func()); ok {

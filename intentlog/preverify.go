@@ -9,13 +9,15 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Verifying a commit's signature ahead of the apply. A replica's Raft log write sees
-// every entry before the apply does (the leader's own append, a follower's
-// AppendEntries), and the apply of an entry waits at least for that write's fsync and,
-// on the leader, for a follower's: a commit entry's signature is checked on another
-// goroutine meanwhile, and the apply takes the result instead of verifying on its own
-// goroutine (it waits for a check still running; it verifies itself when none was
-// started: a replayed log, a snapshot's commits, an entry past the bound).
+// Verifying a commit's signature ahead of the apply, on the leader. The leader's
+// apply of an entry it proposes waits at least for its own log write's fsync, the
+// replication and a follower's write: a commit entry's signature is checked on
+// another goroutine meanwhile (Log.apply starts it as it hands the entry to Raft),
+// and the apply takes the result instead of verifying on its own goroutine (it waits
+// for a check still running; it verifies itself when none was started). Followers
+// verify in their apply, which is off the path of the proposer's answer: starting
+// their checks at their log write would put that CPU inside the round (on the log
+// write's path) for nothing.
 //
 // The verifier is a pure function of the commit's bytes, so the apply sees exactly
 // what it would have computed: the apply stays deterministic. A result is used once,
@@ -56,33 +58,41 @@ func (p *preverifier) start(logs []*raft.Log) {
 		return
 	}
 	for _, l := range logs {
-		if l.Type != raft.LogCommand || len(l.Data) == 0 || l.Data[0] != CodecVersion {
-			continue
+		if l.Type == raft.LogCommand {
+			p.startData(l.Data)
 		}
-		e, err := Decode(l.Data)
-		if err != nil {
-			continue
-		}
-		ce, ok := e.(CommitEntry)
-		if !ok {
-			continue
-		}
-		k := sha256.Sum256(ce.Raw)
-		p.mu.Lock()
-		if _, dup := p.m[k]; dup {
-			p.mu.Unlock()
-			continue
-		}
-		c := &precheck{raw: ce.Raw, done: make(chan struct{})}
-		p.m[k] = c
-		p.order = append(p.order, k)
-		for len(p.order) > preverifyMax {
-			delete(p.m, p.order[0])
-			p.order = p.order[1:]
-		}
-		p.mu.Unlock()
-		go c.run(p.verify)
 	}
+}
+
+// startData begins a check of the encoded entry data if it is a commit entry not
+// being checked yet.
+func (p *preverifier) startData(data []byte) {
+	if p == nil || len(data) < 2 || data[0] != CodecVersion || data[1] != kindCommit {
+		return // not a commit: nothing to check (and an intents entry is not decoded for nothing)
+	}
+	e, err := Decode(data)
+	if err != nil {
+		return
+	}
+	ce, ok := e.(CommitEntry)
+	if !ok {
+		return
+	}
+	k := sha256.Sum256(ce.Raw)
+	p.mu.Lock()
+	if _, dup := p.m[k]; dup {
+		p.mu.Unlock()
+		return
+	}
+	c := &precheck{raw: ce.Raw, done: make(chan struct{})}
+	p.m[k] = c
+	p.order = append(p.order, k)
+	for len(p.order) > preverifyMax {
+		delete(p.m, p.order[0])
+		p.order = p.order[1:]
+	}
+	p.mu.Unlock()
+	go c.run(p.verify)
 }
 
 func (c *precheck) run(verify CommitVerifier) {

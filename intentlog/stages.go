@@ -14,16 +14,13 @@ import (
 
 var replicaSeq atomic.Uintptr
 
-// stageLogStore marks Raft's log writes (the leader's append and each follower's)
-// and starts the commits' verification ahead of the apply (preverify.go).
+// stageLogStore marks Raft's log writes (the leader's append and each follower's).
 type stageLogStore struct {
 	raft.LogStore
 	who uintptr
-	pre *preverifier
 }
 
 func (s stageLogStore) StoreLogs(logs []*raft.Log) error {
-	s.pre.start(logs)
 	if !stages.On() || len(logs) == 0 {
 		return s.LogStore.StoreLogs(logs)
 	}

@@ -90,7 +90,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	skip := fs.String("skip", "", "comma-separated sections to skip: baseline, stages, load, failover, rest")
 	stageRounds := fs.Int("stage-rounds", 0, "traced one-client rounds per API in the stages section (default 300, 30 with --quick)")
 	verbose := fs.BoolP("verbose", "v", false, "print progress to stderr")
-	procs := fs.Bool("procs", false, "also measure at rest over three `baton run` processes of this binary (per-device RSS and CPU)")
+	procs := fs.Bool("procs", false, "also measure over three `baton run` processes of this binary: at rest (per-device RSS and CPU) and, unless load is skipped, the load phases through the holder's socket")
 	procsBin := fs.String("baton-bin", "", "with --procs: the baton binary to run (default: this executable)")
 	profile := fs.String("profile", "", "write CPU profiles to `DIR`: load.pprof (this process, the load section) and, with --procs, rest-dN.pprof per process (adds the profiler's cost to the CPU figures)")
 	fs.Usage = func() {

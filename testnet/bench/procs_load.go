@@ -39,6 +39,12 @@ func runLoadProcs(ctx context.Context, o Options, pc *testnet.ProcCluster, r *Re
 	}
 	value := make([]byte, o.Payload)
 	for _, n := range o.Clients {
+		// A process's socket serves at most api.DefaultMaxConns connections, and Go's
+		// HTTP client now and then opens a second one for a client whose first is not
+		// back in its idle pool yet: a connection past the limit waits in the accept
+		// queue until another closes (30 s and more in a run at 64 clients). Stay
+		// below it; the row says how many clients ran.
+		n = min(n, procsMaxClients)
 		phase := func(w node.Wait) (float64, Dist, error) {
 			run := runSeq.Add(1)
 			rate, lats, err := runLoad(ctx, n, o.LoadWindow, func(ctx context.Context, cl, i int) error {
@@ -75,6 +81,9 @@ func runLoadProcs(ctx context.Context, o Options, pc *testnet.ProcCluster, r *Re
 	}
 	return nil
 }
+
+// procsMaxClients caps the clients of a load phase over processes (see above).
+const procsMaxClients = api.DefaultMaxConns * 3 / 4
 
 // holderLeader moves the lease to the process that leads Raft and returns it.
 func holderLeader(ctx context.Context, pc *testnet.ProcCluster) (*testnet.Device, error) {

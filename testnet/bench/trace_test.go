@@ -100,3 +100,95 @@ func TestProfileIdle(t *testing.T) {
 	_ = sleepCtx(ctx, 20*time.Second) // the idle window being profiled
 	pprof.StopCPUProfile()
 }
+
+// TestTraceCrashLeader prints, for crash rounds of a holder that leads Raft, when the
+// survivors see a new Raft leader and apply each event after the kill
+// (BENCH_TRACE_CRASH=log file for the devices' debug log; a diagnostic, not a check).
+func TestTraceCrashLeader(t *testing.T) {
+	out := os.Getenv("BENCH_TRACE_CRASH")
+	if out == "" {
+		t.Skip("diagnostic: BENCH_TRACE_CRASH=/tmp/crash.log")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	lf, _ := os.Create(out)
+	defer lf.Close()
+	logger := slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	c, err := startCluster(ctx, t.TempDir(), 2*time.Second, 100*time.Millisecond, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for round := range 6 {
+		h, err := arrange(ctx, c, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := waitCommitBy(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+		if err := sleepCtx(ctx, time.Duration(rng.Int64N(int64(c.TTL())))); err != nil {
+			t.Fatal(err)
+		}
+		obs := c.Devices()[(h.Index+1)%3]
+		n := h.Node()
+		epoch, id := n.Lease().Epoch(), n.ID()
+		start := time.Now()
+		since := func() string { return fmt.Sprintf("+%7.1fms", float64(time.Since(start).Microseconds())/1000) }
+		var subs []*intentlog.Subscription
+		stop := make(chan struct{})
+		for _, d := range c.Devices() {
+			if d == h {
+				continue
+			}
+			s := d.Node().Log().Subscribe()
+			subs = append(subs, s)
+			go func() {
+				for ev := range s.C {
+					t.Logf("round %d %s %s %T %s", round, d.Name, since(), ev, short(ev))
+				}
+			}()
+			go func() {
+				last := ""
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(5 * time.Millisecond):
+					}
+					if nd := d.Node(); nd != nil {
+						_, l := nd.Log().Leader()
+						if string(l) != last {
+							last = string(l)
+							t.Logf("round %d %s %s raft leader now %q", round, d.Name, since(), shortID(last))
+						}
+					}
+				}
+			}()
+		}
+		logger.Info("ROUND KILL", "round", round, "holder", h.Name)
+		if err := c.Kill(h); err != nil {
+			t.Fatal(err)
+		}
+		el, who, err := firstCommitAfter(ctx, obs, epoch, id, start)
+		t.Logf("round %d: holder %s killed; first commit after %v by %s (%v)", round, h.Name, el, shortID(who), err)
+		close(stop)
+		time.Sleep(50 * time.Millisecond) // let the trace drain (diagnostic only)
+		for _, s := range subs {
+			s.Close()
+		}
+		if err := c.Restart(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Node().Log().WaitApplied(ctx, obs.Node().Log().View().AppliedIndex); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func shortID(s string) string {
+	if len(s) > 8 {
+		return s[len(s)-8:]
+	}
+	return s
+}
