@@ -44,6 +44,7 @@ func TestIndigoAcceptsDrill(t *testing.T) {
 		skew time.Duration
 	}{{"peerA", 0}, {"peerB", -4 * time.Minute}, {"peerC", 2 * time.Minute}}
 	reps := []*replica{newReplica(), newReplica(), newReplica()}
+	reps[1].trees = &TreeCache{} // one replica keeps its tree between commits: same steps
 	trueNow := time.Date(2026, 12, 2, 2, 0, 0, 0, time.UTC)
 	const aheadBound = 30 * time.Second // proposal clock bound past log time
 	var logTime int64                   // ms: the latest envelope time applied
