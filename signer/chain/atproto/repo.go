@@ -63,7 +63,9 @@ var ErrRefused = errors.New("atproto commit refused")
 // record is refused: ops are net), and the MST root after the ops is the commit's
 // data. The signature is VerifyEnvelope's. Apply is deterministic: it reads only its
 // arguments.
-func Apply(bs Blocks, head Head, e Envelope) (Step, error) { return (*TreeCache)(nil).Apply(bs, head, e) }
+func Apply(bs Blocks, head Head, e Envelope) (Step, error) {
+	return (*TreeCache)(nil).Apply(bs, head, e)
+}
 
 // TreeCache keeps the MST of the last repository state a replica applied in memory, so
 // that the next commit does not load the whole tree from the block store (loading costs
