@@ -3,6 +3,7 @@ package signer
 import (
 	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/signer/chain"
+	"github.com/batonhq/baton/signer/chain/atproto"
 )
 
 // Verifier adapts chain verification to the apply: it returns an
@@ -16,9 +17,10 @@ func Verifier(did string) intentlog.CommitVerifier {
 	if did != "" {
 		verify = chain.Verifier(did)
 	}
+	trees := &atproto.TreeCache{} // this verifier's apply's last repository tree
 	return func(raw []byte) (intentlog.CommitInfo, error) {
 		if isAtproto(raw) {
-			return verifyAtproto(raw, did) // verify_format.go
+			return verifyAtproto(raw, did, trees) // verify_format.go
 		}
 		c, err := verify(raw)
 		if err != nil {

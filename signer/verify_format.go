@@ -19,8 +19,9 @@ func isAtproto(raw []byte) bool { return len(raw) > 0 && raw[0] == 0xaa }
 
 // verifyAtproto verifies an atproto envelope under the key its chain names and returns
 // its fence, its ops and the repository step the apply runs in its transaction. With
-// a did, only that chain's commits verify.
-func verifyAtproto(raw []byte, did string) (intentlog.CommitInfo, error) {
+// a did, only that chain's commits verify. trees caches the repository's tree between
+// commits (nil: none).
+func verifyAtproto(raw []byte, did string, trees *atproto.TreeCache) (intentlog.CommitInfo, error) {
 	e, err := atproto.VerifyEnvelope(raw)
 	if err != nil {
 		return intentlog.CommitInfo{}, err
@@ -36,7 +37,7 @@ func verifyAtproto(raw []byte, did string) (intentlog.CommitInfo, error) {
 			if err != nil {
 				return nil, nil, err
 			}
-			step, err := atproto.Apply(storeBlocks{st}, head, e)
+			step, err := trees.Apply(storeBlocks{st}, head, e)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -21,10 +21,11 @@ func (m memBlocks) put(bl []Block) {
 
 // replica is one device's copy of the chain: its repository and the fence head.
 type replica struct {
-	bs   memBlocks
-	head Head
-	seq  uint64
-	hash [chain.HashSize]byte
+	trees *TreeCache // nil: load the tree from the blocks every time
+	bs    memBlocks
+	head  Head
+	seq   uint64
+	hash  [chain.HashSize]byte
 }
 
 func newReplica() *replica { return &replica{bs: memBlocks{}} }
@@ -42,7 +43,7 @@ func (r *replica) apply(raw []byte) (Step, error) {
 	if r.seq > 0 && !bytes.Equal(e.Commit.Prev, r.hash[:]) {
 		return Step{}, fmt.Errorf("bad_prev")
 	}
-	st, err := Apply(r.bs, r.head, e)
+	st, err := r.trees.Apply(r.bs, r.head, e)
 	if err != nil {
 		return st, err
 	}

@@ -20,10 +20,11 @@ import (
 
 // TestIndigoAcceptsDrill runs a chain with failovers between three devices whose
 // clocks are skewed (one 4 minutes slow, one 2 minutes fast), each replica applying
-// every commit, and has indigo's own code check every commit: repo.LoadRepoFromCAR
-// and Commit.VerifySignature on the repository after it, repo.VerifyCommitMessage on
-// its #commit event, plus the relay's stateful checks (rev strictly increasing, not
-// more than 5 minutes in the future, prevData and since the previous commit's). At
+// every commit, and has indigo's own code check every commit's #commit event (a CAR
+// slice of the commit's new blocks, built by NewEvent): repo.VerifyCommitMessage,
+// repo.LoadRepoFromCAR and Commit.VerifySignature; plus the relay's stateful checks
+// (rev strictly increasing, not more than 5 minutes in the future, prevData and since
+// the previous commit's). At
 // failover the old holder's last signed commit is lost; the new holder builds on the
 // applied head and the lost commit is then refused. The records at the end are the
 // ops applied, and every replica has the same repository.
@@ -43,6 +44,7 @@ func TestIndigoAcceptsDrill(t *testing.T) {
 		skew time.Duration
 	}{{"peerA", 0}, {"peerB", -4 * time.Minute}, {"peerC", 2 * time.Minute}}
 	reps := []*replica{newReplica(), newReplica(), newReplica()}
+	reps[1].trees = &TreeCache{} // one replica keeps its tree between commits: same steps
 	trueNow := time.Date(2026, 12, 2, 2, 0, 0, 0, time.UTC)
 	const aheadBound = 30 * time.Second // proposal clock bound past log time
 	var logTime int64                   // ms: the latest envelope time applied
@@ -52,11 +54,11 @@ func TestIndigoAcceptsDrill(t *testing.T) {
 	var applied [][]byte
 	seqEvents, lost := 0, 0
 	epoch := uint64(0)
-	for round := range 9 {
+	for round := range rounds {
 		epoch++
 		d := devices[round%len(devices)]
 		holder := reps[round%len(reps)]
-		for n := range 6 {
+		for n := range perRound {
 			trueNow = trueNow.Add(time.Duration(50+rng.IntN(400)) * time.Millisecond)
 			now := trueNow.Add(d.skew)
 			bound := time.UnixMilli(logTime).Add(aheadBound)
@@ -76,7 +78,7 @@ func TestIndigoAcceptsDrill(t *testing.T) {
 			if err != nil {
 				t.Fatalf("round %d commit %d: propose: %v", round, n, err)
 			}
-			if n == 5 && round < 8 {
+			if n == perRound-1 && round < rounds-1 {
 				// Failover: this commit was signed but never reached the log. Keep it;
 				// after the next holder's first commit it must be refused.
 				defer func(raw []byte) {
@@ -117,7 +119,12 @@ func TestIndigoAcceptsDrill(t *testing.T) {
 			if tid.Time().After(trueNow.Add(5 * time.Minute)) {
 				t.Fatalf("rev %s is %v in the future", step.Head.Rev, tid.Time().Sub(trueNow))
 			}
-			msg := commitEvent(t, reps[1], step, lastRev, lastData, int64(seqEvents), trueNow)
+			// The event any replica serves: a CAR slice of the commit's new blocks.
+			ev, err := NewEvent(Head{Rev: lastRev, Data: lastData}, step)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg := eventMessage(t, ev, int64(seqEvents), trueNow)
 			if _, err := repo.VerifyCommitMessage(ctx, msg); err != nil {
 				t.Fatalf("seq %d: indigo VerifyCommitMessage: %v", reps[0].seq, err)
 			}
@@ -202,8 +209,8 @@ func TestIndigoAcceptsDrill(t *testing.T) {
 func randomOps(t *testing.T, rng *rand.Rand, model map[string][]byte, tag string) []chain.Op {
 	var ops []chain.Op
 	used := map[string]bool{}
-	for i := range 1 + rng.IntN(4) {
-		path := fmt.Sprintf("app.bsky.feed.post/3l3qo2vut%04d", rng.IntN(24))
+	for i := range 1 + rng.IntN(maxOps) {
+		path := fmt.Sprintf("app.bsky.feed.post/3l3qo2vut%04d", rng.IntN(keySpace))
 		if used[path] {
 			continue
 		}
@@ -218,19 +225,9 @@ func randomOps(t *testing.T, rng *rand.Rand, model map[string][]byte, tag string
 	return ops
 }
 
-// commitEvent builds the #commit event for step from replica r: the CAR holds the
-// commit and the whole repository after it (enough for VerifyCommitMessage to invert
-// every op).
-func commitEvent(t *testing.T, r *replica, step Step, since string, prevData []byte, seq int64, now time.Time) *comatproto.SyncSubscribeRepos_Commit {
+// eventMessage is ev as indigo's type.
+func eventMessage(t *testing.T, ev Event, seq int64, now time.Time) *comatproto.SyncSubscribeRepos_Commit {
 	t.Helper()
-	var car bytes.Buffer
-	bl, err := RepoBlocks(r.bs, step.Head)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteCAR(&car, step.Head.Commit, bl); err != nil {
-		t.Fatal(err)
-	}
 	lnk := func(b []byte) *lexutil.LexLink {
 		if b == nil {
 			return nil
@@ -242,14 +239,23 @@ func commitEvent(t *testing.T, r *replica, step Step, since string, prevData []b
 		l := lexutil.LexLink(c)
 		return &l
 	}
-	msg := &comatproto.SyncSubscribeRepos_Commit{Repo: testDID, Rev: step.Head.Rev, Seq: seq,
-		Time: now.UTC().Format("2006-01-02T15:04:05.000Z"), Commit: *lnk(step.Head.Commit),
-		Blocks: car.Bytes(), PrevData: lnk(prevData), Blobs: []lexutil.LexLink{}}
-	if since != "" {
-		msg.Since = &since
+	msg := &comatproto.SyncSubscribeRepos_Commit{Repo: ev.Repo, Rev: ev.Rev, Seq: seq,
+		Time: now.UTC().Format("2006-01-02T15:04:05.000Z"), Commit: *lnk(ev.Commit),
+		Blocks: ev.Blocks, PrevData: lnk(ev.PrevData), Blobs: []lexutil.LexLink{}}
+	if ev.Since != "" {
+		msg.Since = &ev.Since
 	}
-	for _, op := range step.Ops {
+	for _, op := range ev.Ops {
 		msg.Ops = append(msg.Ops, &comatproto.SyncSubscribeRepos_RepoOp{Action: op.Action, Path: op.Path, Cid: lnk(op.CID), Prev: lnk(op.Prev)})
 	}
 	return msg
 }
+
+// The drill's key space and ops per commit: a few hundred records make a tree of
+// several levels, so that inverting a delete needs nodes the slice does not hold.
+const (
+	keySpace = 400
+	rounds   = 9
+	perRound = 20
+	maxOps   = 8
+)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/bluesky-social/indigo/atproto/repo/mst"
 	"github.com/bluesky-social/indigo/atproto/syntax"
@@ -63,6 +64,47 @@ var ErrRefused = errors.New("atproto commit refused")
 // data. The signature is VerifyEnvelope's. Apply is deterministic: it reads only its
 // arguments.
 func Apply(bs Blocks, head Head, e Envelope) (Step, error) {
+	return (*TreeCache)(nil).Apply(bs, head, e)
+}
+
+// TreeCache keeps the MST of the last repository state a replica applied in memory, so
+// that the next commit does not load the whole tree from the block store (loading costs
+// time linear in the repository's size). The tree is content-addressed: the tree of a
+// root CID is the same however it was reached, so the cache changes no outcome. A nil
+// *TreeCache caches nothing. Safe for concurrent use.
+type TreeCache struct {
+	mu   sync.Mutex
+	root []byte
+	tree *mst.Tree
+}
+
+// take returns the cached tree if it is root's, and empties the cache (the caller
+// mutates the tree).
+func (c *TreeCache) take(root []byte) *mst.Tree {
+	if c == nil || root == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.tree
+	if t == nil || !bytes.Equal(c.root, root) {
+		return nil
+	}
+	c.root, c.tree = nil, nil
+	return t
+}
+
+func (c *TreeCache) keep(root []byte, t *mst.Tree) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.root, c.tree = root, t
+	c.mu.Unlock()
+}
+
+// Apply is the package's Apply, starting from the cached tree when it is head's.
+func (c *TreeCache) Apply(bs Blocks, head Head, e Envelope) (Step, error) {
 	refuse := func(format string, args ...any) (Step, error) {
 		return Step{}, fmt.Errorf("%w: seq %d: %s", ErrRefused, e.Commit.Seq, fmt.Sprintf(format, args...))
 	}
@@ -75,9 +117,12 @@ func Apply(bs Blocks, head Head, e Envelope) (Step, error) {
 	if head.Rev != "" && e.Repo.Rev <= head.Rev { // TIDs sort as their integers
 		return refuse("rev %s is not after %s", e.Repo.Rev, head.Rev)
 	}
-	tree, err := loadTree(bs, head.Data)
-	if err != nil {
-		return Step{}, err
+	tree := c.take(head.Data)
+	if tree == nil {
+		var err error
+		if tree, err = loadTree(bs, head.Data); err != nil {
+			return Step{}, err
+		}
 	}
 	ops, recs, err := applyOps(tree, e.Commit.Ops, e.OpPrev)
 	if err != nil {
@@ -90,6 +135,7 @@ func Apply(bs Blocks, head Head, e Envelope) (Step, error) {
 	if !bytes.Equal(root, e.Repo.Data) {
 		return refuse("data %x is not the recomputed MST root %x", e.Repo.Data, root)
 	}
+	c.keep(root, tree) // root's tree, whether or not the log accepts this commit
 	st := Step{Head: Head{DID: e.Repo.DID, Data: root, Rev: e.Repo.Rev, Commit: CIDOf(e.Block)}, Ops: ops}
 	st.Blocks = sortBlocks(append(append(recs, nodes...), Block{CID: st.Head.Commit, Data: e.Block}))
 	return st, nil
