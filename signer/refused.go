@@ -90,7 +90,11 @@ func (l *Loop) contentRefused(s *signer, c *inflight, res intentlog.Result) {
 	l.noteErr(err)
 	l.log.Error("commit refused for its content: dropping the ops that explain it", "seq", c.seq, "epoch", c.epoch,
 		"reason", res.Reason, "carried", len(c.carried), "pending", len(c.pending))
-	l.defect.CompareAndSwap(nil, &err)
+	if res.Reason != intentlog.ReasonBacklog {
+		// A full dedupe window (the genesis's MaxIDs) is a capacity answer, not a
+		// defect: counted, its ops answered backlog.
+		l.defect.CompareAndSwap(nil, &err)
+	}
 	r := res
 	c.content = &r
 	s.stopEpoch = max(s.stopEpoch, c.epoch)

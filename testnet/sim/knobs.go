@@ -21,6 +21,13 @@ type Knobs struct {
 	// DedupeCount > 0: the dedupe window is a count of IDs, not a retention period
 	// (bug c: a retry after DedupeCount other IDs is applied a second time).
 	DedupeCount int
+	// SkipValidation, ResignRefused, TrustRefusal: internal/knobs.Signer's (issue
+	// 19: an invalid intent reaches a commit; a commit refused for its content is
+	// signed again under the next epoch, the one-request wedge; a refusal at or below
+	// the head is believed, the false divergence alarm).
+	SkipValidation bool
+	ResignRefused  bool
+	TrustRefusal   bool
 }
 
 // KnobsWired reports whether applyKnobs passes knobs to the code under test (it
@@ -37,6 +44,7 @@ func applyKnobs(k Knobs, cfg *node.Config) {
 		cfg.Knobs = &knobs.Node{}
 	}
 	cfg.Knobs.Intentlog = &knobs.Intentlog{EpochOnlyClaim: k.EpochOnlyClaim, DedupeCount: k.DedupeCount}
+	applySignerKnobs(k, cfg) // knobs_signer.go
 }
 
 // String is the form ParseKnobs reads: "epoch-only-claim,dedupe-count=64" ("" for
@@ -49,6 +57,7 @@ func (k Knobs) String() string {
 	if k.DedupeCount > 0 {
 		parts = append(parts, fmt.Sprintf("dedupe-count=%d", k.DedupeCount))
 	}
+	parts = append(parts, k.signerKnobNames()...)
 	return strings.Join(parts, ",")
 }
 
@@ -69,7 +78,10 @@ func ParseKnobs(s string) (Knobs, error) {
 			}
 			k.DedupeCount = n
 		default:
-			return Knobs{}, fmt.Errorf("sim: unknown knob %q (have epoch-only-claim, dedupe-count=N)", name)
+			if k.setSignerKnob(name) {
+				continue
+			}
+			return Knobs{}, fmt.Errorf("sim: unknown knob %q (have epoch-only-claim, dedupe-count=N, %s)", name, strings.Join(signerKnobList, ", "))
 		}
 	}
 	return k, nil
