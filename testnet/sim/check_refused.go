@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/signer"
 	"github.com/batonhq/baton/signer/node"
 )
@@ -14,7 +13,8 @@ import (
 // Invariants of issue 19.6 on refused commits and health.
 const (
 	// VContentRefused: the apply refused a commit the holder signed for its content
-	// (not the fence nor a race on the head; a full dedupe window aside). Every
+	// (not the fence nor a race on the head or the dedupe window; a full dedupe window
+	// aside: signer.Defect). Every
 	// entrance validates an intent with the apply's rule, so it never happens.
 	VContentRefused = "content_refused"
 	// VRefusedBound: the commits signed under one epoch and never applied exceed the
@@ -50,7 +50,7 @@ func (c *checker) checkRefusals(d *device, inc int, n *node.Node) {
 	st := n.RefusalStats()
 	var rs []string
 	for r, v := range st.ContentRefused {
-		if r != intentlog.ReasonBacklog && v > 0 {
+		if signer.Defect(r) && v > 0 {
 			rs = append(rs, string(r))
 		}
 	}
