@@ -15,7 +15,8 @@ import (
 //     again in a later commit (under the next epoch, or by the next holder).
 //   - its content (bad_ops, duplicate_op, backlog, bad_signature, bad_chain, ...).
 //     Every entrance validates an intent with the apply's own rule, so this is a
-//     defect: it is counted (LoopStats.ContentRefused), reported (Defect), and the
+//     defect (but for backlog and duplicate_op: see Defect): it is counted
+//     (LoopStats.ContentRefused), reported (Loop.Defect), and the
 //     ops that explain it are never signed again: each is answered with the apply's
 //     reason (or, for an ID the log remembers, with its original result) and dropped;
 //     the rest is signed in the next commit. A refusal that no op explains (the key's
@@ -67,6 +68,15 @@ func FenceReason(r intentlog.Reason) bool {
 	return false
 }
 
+// Defect reports whether a content refusal for r is a defect of baton's. Two are
+// not: backlog (the genesis's MaxIDs window is full: a capacity answer) and
+// duplicate_op (a carried ID reached the log another way first, a client's retry
+// on another device: a race on the dedupe window). Both are handled as content
+// refusals (the op that explains it is answered and dropped, the rest signed).
+func Defect(r intentlog.Reason) bool {
+	return r != intentlog.ReasonBacklog && r != intentlog.ReasonDuplicateOp
+}
+
 // settleLocally reports whether a refusal of c must be settled from the local chain
 // rather than believed: a bad_prev or bad_seq answer whose head is at or past c's
 // seq may be the answer to a second copy of c (the transport resends a commit after a
@@ -90,7 +100,9 @@ func (l *Loop) contentRefused(s *signer, c *inflight, res intentlog.Result) {
 	l.noteErr(err)
 	l.log.Error("commit refused for its content: dropping the ops that explain it", "seq", c.seq, "epoch", c.epoch,
 		"reason", res.Reason, "carried", len(c.carried), "pending", len(c.pending))
-	l.defect.CompareAndSwap(nil, &err)
+	if Defect(res.Reason) {
+		l.defect.CompareAndSwap(nil, &err)
+	}
 	r := res
 	c.content = &r
 	s.stopEpoch = max(s.stopEpoch, c.epoch)

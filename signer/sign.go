@@ -576,9 +576,12 @@ func (l *Loop) collect(s *signer) {
 		default:
 			c.refused = true
 			l.count(func(st *LoopStats) { st.CommitsRejected++; st.Rejections[res.Reason]++ })
-			if !FenceReason(res.Reason) && !l.knobs().ResignRefused {
-				l.contentRefused(s, c, res)
-				continue
+			if !FenceReason(res.Reason) {
+				if !l.knobs().ResignRefused {
+					l.contentRefused(s, c, res)
+					continue
+				}
+				l.count(func(st *LoopStats) { st.ContentRefused[res.Reason]++ }) // counted, handled the old way
 			}
 			s.stopEpoch = max(s.stopEpoch, c.epoch)
 			if res.Reason == intentlog.ReasonEpochMismatch || res.Reason == intentlog.ReasonNotHolder {

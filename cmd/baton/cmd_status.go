@@ -84,6 +84,9 @@ func printStatus(w io.Writer, st node.State) {
 	if !st.Healthy {
 		fmt.Fprintf(tw, "UNHEALTHY\t%s: this device neither claims nor signs; stop it and run `baton repair --data DIR`, then start it again\n", oneLine(cleanText(st.Problem)))
 	}
+	if st.Defect != "" {
+		fmt.Fprintf(tw, "DEFECT\t%s (signing goes on; please report it)\n", oneLine(cleanText(st.Defect)))
+	}
 	fmt.Fprintf(tw, "chain\t%s\n", st.Chain)
 	signs := "yes"
 	if !st.Signer {

@@ -1,7 +1,10 @@
 package api
 
 import (
+	"context"
 	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -9,7 +12,9 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/internal/knobs"
 	"github.com/batonhq/baton/internal/testutil"
+	"github.com/batonhq/baton/signer/node"
 )
 
 // oddInputs are intents the apply refuses, one or more for every reason the apply
@@ -55,7 +60,9 @@ func TestOddIntentsAtTheSocket(t *testing.T) {
 		if ej.Error != in.code || status/100 != 4 {
 			t.Errorf("%s: %d %s, want %s", in.name, status, body, in.code)
 		}
-		if d := time.Since(start); d > 2*time.Second {
+		// Refused at the entrance, not after waiting for a signature that never
+		// comes (the old wedge answered at the submit timeout): well before it.
+		if d := time.Since(start); d > node.DefaultSubmitTimeout/3 {
 			t.Errorf("%s: answered after %v", in.name, d)
 		}
 		ok := fmt.Sprintf(`{"id":"ok-%d","op":"put","path":"app/b","value":"aGk="}`, i)
@@ -66,5 +73,34 @@ func TestOddIntentsAtTheSocket(t *testing.T) {
 	st := n.Node.State().Loop
 	if st.CommitsRejected != 0 || st.SignedRefused != 0 {
 		t.Errorf("loop: rejected %d, signed-refused %d (want 0)", st.CommitsRejected, st.SignedRefused)
+	}
+}
+
+// TestHealthzShowsDefect: a commit refused for its content (the entrances' check
+// off by a knob) is shown as a defect in /healthz (200: signing goes on) and the
+// state.
+func TestHealthzShowsDefect(t *testing.T) {
+	cfg := nodeConfig(t, t.TempDir(), testutil.PSK(t), testutil.Key(t, 10))
+	cfg.Bootstrap = true
+	cfg.Knobs = &knobs.Node{Signer: &knobs.Signer{SkipValidation: true}}
+	n := startServed(t, cfg, Config{})
+	testutil.WaitFor(t, 10*time.Second, "the lease", n.Holds)
+	hc := rawHTTP(n.APISocket())
+	// The API's own check is not a knob: go through the Go API, whose check is.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := n.Node.Submit(ctx, intentlog.Intent{ID: "bad\u0001id", Op: intentlog.OpPut, Path: "app/b"}, node.WaitSigned); !errors.Is(err, node.ErrBadRequest) {
+		t.Fatalf("submit: %v", err)
+	}
+	status, _, body := doRaw(t, hc, http.MethodGet, "/healthz", "")
+	var h struct {
+		OK     bool   `json:"ok"`
+		Defect string `json:"defect"`
+	}
+	if err := json.Unmarshal(body, &h); err != nil || status != http.StatusOK || !h.OK || !strings.Contains(h.Defect, "bad_ops") {
+		t.Fatalf("/healthz: %d %s", status, body)
+	}
+	if st := n.Node.State(); !strings.Contains(st.Defect, "bad_ops") {
+		t.Fatalf("state defect %q", st.Defect)
 	}
 }

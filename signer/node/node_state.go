@@ -104,6 +104,11 @@ type LoopSummary struct {
 	LeaseClaims    uint64    `json:"lease_claims"`
 	LeaseRenews    uint64    `json:"lease_renews"`
 	LeaseLostRaces uint64    `json:"lease_lost_races"`
+	// Bumps: moves of this device's hold to the next epoch after a refused commit.
+	// CommitsRefused: commits the apply refused for their content, by reason (a
+	// defect but for backlog; see State.Defect).
+	Bumps          uint64            `json:"bumps"`
+	CommitsRefused map[string]uint64 `json:"commits_refused,omitempty"`
 }
 
 // State returns the node's state. It never blocks on Raft.
@@ -160,6 +165,13 @@ func (n *Node) State() State {
 		st.Loop.Queued, st.Loop.InFlight = ls.Queued, ls.InFlight
 		st.Loop.CommitsAccepted, st.Loop.CommitsRejected = ls.CommitsAccepted, ls.CommitsRejected
 		st.Loop.ProposeErrors, st.Loop.LastSigned = ls.ProposeErrors, ls.LastSigned
+		st.Loop.Bumps = ls.Bumps
+		for r, v := range ls.ContentRefused {
+			if st.Loop.CommitsRefused == nil {
+				st.Loop.CommitsRefused = map[string]uint64{}
+			}
+			st.Loop.CommitsRefused[string(r)] = v
+		}
 		st.Loop.LastError, st.Loop.LastErrorAt = ls.LastError, ls.LastErrorAt
 		if !ls.LastErrorAt.IsZero() {
 			st.Loop.LastErrorAgeMs = max(time.Since(ls.LastErrorAt).Milliseconds(), 1)

@@ -46,3 +46,22 @@ func (n *Node) Defect() error {
 	}
 	return n.loop.Defect()
 }
+
+// RefusalStats are the signer loop's counters about refused commits (for tests and
+// the simulator; State has them too, but costs more to build).
+type RefusalStats struct {
+	CommitsSigned  uint64
+	SignedRefused  uint64
+	Bumps          uint64
+	ContentRefused map[intentlog.Reason]uint64
+}
+
+// RefusalStats returns this node's RefusalStats (zero without a signer loop).
+func (n *Node) RefusalStats() RefusalStats {
+	if n.loop == nil {
+		return RefusalStats{}
+	}
+	ls := n.loop.Stats()
+	return RefusalStats{CommitsSigned: ls.CommitsSigned, SignedRefused: ls.SignedRefused, Bumps: ls.Bumps,
+		ContentRefused: ls.ContentRefused}
+}

@@ -88,3 +88,55 @@ func TestOddIntentNeverWedges(t *testing.T) {
 		t.Errorf("chain ops %q", ids)
 	}
 }
+
+// TestMissedEntranceIsADefect (issue 19.1, defence in depth): with the entrances'
+// check off (a knob standing for a missed entrance), an invalid ID reaches a commit;
+// the apply refuses it once (bad_ops); the submitter gets the apply's reason, the
+// refusal is counted and shown as a defect in State and the metrics, the holder
+// keeps signing, and the seq is never signed again with that op.
+func TestMissedEntranceIsADefect(t *testing.T) {
+	sc := &signCounter{bySeq: map[uint64]map[[chain.HashSize]byte]bool{}}
+	cfg := nodeConfig(t, t.TempDir(), testutil.PSK(t), testutil.Key(t, 9))
+	cfg.Bootstrap = true
+	cfg.Knobs = &knobs.Node{BeforePropose: sc.hook, Signer: &knobs.Signer{SkipValidation: true}}
+	n := startNode(t, cfg)
+	testutil.WaitFor(t, 10*time.Second, "the lease", n.Holds)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	in := testutil.Put("bad\u0001id")
+	if _, err := n.Submit(ctx, in, WaitSigned); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("submit: %v, want the apply's reason (bad request)", err)
+	}
+	if _, err := n.Submit(ctx, testutil.Put("ok"), WaitSigned); err != nil {
+		t.Fatal(err)
+	}
+	st := n.State()
+	rs := n.RefusalStats()
+	if st.Defect == "" || !st.Healthy || st.Loop.CommitsRefused["bad_ops"] != 1 || rs.ContentRefused[intentlog.ReasonBadOps] != 1 {
+		t.Fatalf("state: defect %q healthy %v refused %v", st.Defect, st.Healthy, st.Loop.CommitsRefused)
+	}
+	if rs.SignedRefused != 1 || rs.Bumps != 1 {
+		t.Fatalf("refusal stats %+v", rs)
+	}
+	if seq, most := sc.most(); most > 2 {
+		t.Fatalf("%d commits signed for seq %d", most, seq)
+	}
+	mfs, err := n.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mf := range mfs {
+		if mf.GetName() != "baton_commits_refused_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == "bad_ops" && m.GetCounter().GetValue() == 1 {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Fatal(`no baton_commits_refused_total{reason="bad_ops"} 1 in the metrics`)
+	}
+}

@@ -148,6 +148,7 @@ func (c *checker) watch(d *device, inc int, n *node.Node, ep *endpoint) {
 		}
 		c.scanDevice(d.idx, inc, n)
 		c.checkHold(d, inc, n, ep)
+		c.checkRefusals(d, inc, n) // check_refused.go
 		quiet = false
 		select {
 		case <-ch:
@@ -522,6 +523,7 @@ func (c *checker) final(converged bool) {
 		}
 		w.violation(VLost, -1, "acknowledged but not in the converged chain: %s", strings.Join(lost, ", "))
 	}
+	c.checkRefusedPerHold() // check_refused.go
 	w.mu.Lock()
 	calm := w.faultFree
 	w.mu.Unlock()

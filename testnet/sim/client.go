@@ -42,6 +42,7 @@ func (w *world) startLoad() {
 		w.loadWG.Add(1)
 		go w.hasty(h)
 	}
+	w.startOdd() // inputs.go
 }
 
 func (w *world) loadStopped() bool {
@@ -168,7 +169,12 @@ func (w *world) awayUntilAcked(n int) {
 // submit submits id until it is acknowledged; it reports false if it gave up (the
 // run's give-up deadline passed, or an error no client would retry).
 func (w *world) submit(rng *rand.Rand, id string, o submitOpts) bool {
-	in := intentOf(id)
+	return w.submitIntent(rng, intentOf(id), o)
+}
+
+// submitIntent is submit for any valid intent.
+func (w *world) submitIntent(rng *rand.Rand, in intentlog.Intent, o submitOpts) bool {
+	id := in.ID
 	wait := node.WaitCommitted
 	if o.signed {
 		wait = node.WaitSigned

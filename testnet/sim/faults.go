@@ -58,6 +58,9 @@ func (w *world) do(a action) {
 // found) and registers its undo under a.ID. It reports whether it did anything.
 func (w *world) inject(a action, dev int) (bool, string) {
 	rng := rngFor(a)
+	if ok, detail, handled := w.injectHandover(a, rng); handled { // faults_handover.go
+		return ok, detail
+	}
 	if needsDevice(a) && dev < 0 {
 		return false, ""
 	}

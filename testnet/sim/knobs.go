@@ -25,6 +25,13 @@ type Knobs struct {
 	// and of Raft's term and vote (issue 20 item 1: a device with a flipped term
 	// starts, wins an election and truncates committed entries elsewhere).
 	UnsealedRaft bool
+	// SkipValidation, ResignRefused, TrustRefusal: internal/knobs.Signer's (issue
+	// 19: an invalid intent reaches a commit; a commit refused for its content is
+	// signed again under the next epoch, the one-request wedge; a refusal at or below
+	// the head is believed, the false divergence alarm).
+	SkipValidation bool
+	ResignRefused  bool
+	TrustRefusal   bool
 }
 
 // KnobsWired reports whether applyKnobs passes knobs to the code under test (it
@@ -41,6 +48,7 @@ func applyKnobs(k Knobs, cfg *node.Config) {
 		cfg.Knobs = &knobs.Node{}
 	}
 	cfg.Knobs.Intentlog = &knobs.Intentlog{EpochOnlyClaim: k.EpochOnlyClaim, DedupeCount: k.DedupeCount, UnsealedRaftLog: k.UnsealedRaft}
+	applySignerKnobs(k, cfg) // knobs_signer.go
 }
 
 // String is the form ParseKnobs reads: "epoch-only-claim,dedupe-count=64" ("" for
@@ -56,6 +64,7 @@ func (k Knobs) String() string {
 	if k.UnsealedRaft {
 		parts = append(parts, "unsealed-raft")
 	}
+	parts = append(parts, k.signerKnobNames()...)
 	return strings.Join(parts, ",")
 }
 
@@ -78,7 +87,10 @@ func ParseKnobs(s string) (Knobs, error) {
 			}
 			k.DedupeCount = n
 		default:
-			return Knobs{}, fmt.Errorf("sim: unknown knob %q (have epoch-only-claim, dedupe-count=N, unsealed-raft)", name)
+			if k.setSignerKnob(name) {
+				continue
+			}
+			return Knobs{}, fmt.Errorf("sim: unknown knob %q (have epoch-only-claim, dedupe-count=N, unsealed-raft, %s)", name, strings.Join(signerKnobList, ", "))
 		}
 	}
 	return k, nil

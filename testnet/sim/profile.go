@@ -83,6 +83,9 @@ type Profile struct {
 	HastyOutage  [2]time.Duration
 	HastyAfter   int
 	HastyAt      time.Duration // when the hasty clients start
+	// OddClients send every kind of input the API accepts, the apply's refusals
+	// included (inputs.go).
+	OddClients int
 }
 
 var profiles = map[string]Profile{

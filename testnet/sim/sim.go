@@ -155,6 +155,10 @@ type Result struct {
 	// Shutdown is dropped). Not a violation (nothing of baton's is left running or
 	// wrong); counted and reported with the search's summary.
 	RaftFutureLeaks int `json:",omitempty"`
+	// SameSeq counts, by cause, the times the chain key signed a second commit for a
+	// seq it had signed (bump: the same device's next epoch after a refusal;
+	// handover: another device after a hold ended with commits in flight).
+	SameSeq map[string]int `json:",omitempty"`
 	// Events are the run's last events (up to 4096), kept only when it found a
 	// violation (WriteFiles writes them out).
 	Events []Event
@@ -344,6 +348,13 @@ type world struct {
 	chk   *checker
 	acts  []action
 
+	// sameSeq counts the seqs the key signed more than once, by cause
+	// (check_refused.go).
+	sameSeq map[string]int
+	// reported: refusal and health findings already reported, by device and
+	// incarnation (check_refused.go).
+	reported map[string]bool
+
 	done       chan struct{} // closed when the run shuts down (monitors stop)
 	recovering chan struct{} // closed when the fault phase ends
 	monWG      sync.WaitGroup
@@ -527,7 +538,7 @@ func (w *world) result() *Result {
 	cfg.Logger, cfg.Trace = nil, nil
 	r := &Result{Config: cfg, Violations: append([]Violation(nil), w.violations...), Found: copyMap(w.vcount), Faults: copyMap(w.faults),
 		Skipped: w.skipped, Net: w.nw.statsCopy(), Commits: w.chk.length(), Ops: w.chk.ops(), Acked: w.chk.acked(),
-		Signed: signed, Refused: refused, Failover: w.chk.failover, Virtual: w.since()}
+		Signed: signed, Refused: refused, Failover: w.chk.failover, Virtual: w.since(), SameSeq: copyMap(w.sameSeq)}
 	if len(r.Violations) > 0 {
 		r.Events = w.ev.recent(ringSize)
 	}

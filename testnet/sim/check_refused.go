@@ -1,0 +1,135 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/signer/node"
+)
+
+// Invariants of issue 19.6 on refused commits and health.
+const (
+	// VContentRefused: the apply refused a commit the holder signed for its content
+	// (not the fence nor a race on the head or the dedupe window; a full dedupe window
+	// aside: signer.Defect). Every
+	// entrance validates an intent with the apply's rule, so it never happens.
+	VContentRefused = "content_refused"
+	// VRefusedBound: the commits signed under one epoch and never applied exceed the
+	// commits a hold may have in flight when it ends.
+	VRefusedBound = "refused_bound"
+	// VFalseAlarm: a replica raised the divergence alarm; nothing the simulator does
+	// makes replicas' states differ.
+	VFalseAlarm = "false_alarm"
+)
+
+// refusedPerHold is the most commits one epoch may sign that never apply: those in
+// flight when the hold ends (signer.DefaultMaxInFlight), plus the one a refusal
+// stopped.
+const refusedPerHold = signer.DefaultMaxInFlight + 1
+
+// once reports whether the finding key is new (then it is reported).
+func (c *checker) once(kind string, dev, inc int) bool {
+	k := fmt.Sprintf("%s/%d/%d", kind, dev, inc)
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+	if c.w.reported == nil {
+		c.w.reported = map[string]bool{}
+	}
+	if c.w.reported[k] {
+		return false
+	}
+	c.w.reported[k] = true
+	return true
+}
+
+// checkRefusals looks at one device's loop and health (from the watch loop).
+func (c *checker) checkRefusals(d *device, inc int, n *node.Node) {
+	st := n.RefusalStats()
+	var rs []string
+	for r, v := range st.ContentRefused {
+		if signer.Defect(r) && v > 0 {
+			rs = append(rs, string(r))
+		}
+	}
+	if len(rs) > 0 && c.once(VContentRefused, d.idx, inc) {
+		sort.Strings(rs)
+		c.w.violation(VContentRefused, d.idx, "incarnation %d: commits refused for their content (%s)", inc,
+			strings.Join(rs, " "))
+	}
+	if err := n.Health(); errors.Is(err, node.ErrDiverged) && c.once(VFalseAlarm, d.idx, inc) {
+		c.w.violation(VFalseAlarm, d.idx, "incarnation %d: divergence alarm: %v", inc, err)
+	}
+}
+
+// checkRefusedPerHold checks the signatures at the end of a run: per epoch, the
+// signed commits never applied; and counts the seqs signed more than once by cause.
+func (c *checker) checkRefusedPerHold() {
+	s := c.w.sigs
+	s.mu.Lock()
+	var all []signedCommit
+	bySeq := map[uint64][]signedCommit{}
+	refused := map[[32]byte]bool{}
+	for d, sc := range s.all {
+		all = append(all, sc)
+		refused[d] = !s.applied[d]
+		bySeq[sc.seq] = append(bySeq[sc.seq], sc)
+	}
+	s.mu.Unlock()
+	// A hold is one device's tenure: the epochs it signed under, in a row, with no
+	// other device signing between them (a bump after a refusal stays in the hold).
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].epoch != all[j].epoch {
+			return all[i].epoch < all[j].epoch
+		}
+		return all[i].at < all[j].at
+	})
+	var over []string
+	holdDev, holdFrom, n := -1, uint64(0), 0
+	flush := func() {
+		if n > refusedPerHold {
+			over = append(over, fmt.Sprintf("dev%d from epoch %d: %d", holdDev, holdFrom, n))
+		}
+	}
+	for _, sc := range all {
+		if sc.dev != holdDev {
+			flush()
+			holdDev, holdFrom, n = sc.dev, sc.epoch, 0
+		}
+		if refused[sc.digest] {
+			n++
+		}
+	}
+	flush()
+	if len(over) > 0 {
+		sort.Strings(over)
+		c.w.violation(VRefusedBound, -1, "signed commits never applied above %d for one hold: %s", refusedPerHold, strings.Join(over, ", "))
+	}
+	// Two signed commits for one seq (one prev, as no fork exists), by cause: the
+	// same device under its next epoch (a bump after a refusal), or another device
+	// (a handover with commits in flight). Same-epoch pairs are equivocation
+	// (signatures.go).
+	causes := map[string]int{}
+	for _, scs := range bySeq {
+		if len(scs) < 2 {
+			continue
+		}
+		sort.Slice(scs, func(i, j int) bool { return scs[i].at < scs[j].at })
+		for i := 1; i < len(scs); i++ {
+			a, b := scs[i-1], scs[i]
+			switch {
+			case a.epoch == b.epoch:
+				causes["same_epoch"]++
+			case a.dev == b.dev:
+				causes["bump"]++
+			default:
+				causes["handover"]++
+			}
+		}
+	}
+	c.w.mu.Lock()
+	c.w.sameSeq = causes
+	c.w.mu.Unlock()
+}

@@ -1,0 +1,40 @@
+package sim
+
+import (
+	"github.com/batonhq/baton/internal/knobs"
+	"github.com/batonhq/baton/signer/node"
+)
+
+// The signer loop's knobs (issue 19), by their names in a knob list.
+var signerKnobList = []string{"skip-validation", "resign-refused", "trust-refusal"}
+
+func (k Knobs) signerKnobNames() []string {
+	var out []string
+	for i, on := range []bool{k.SkipValidation, k.ResignRefused, k.TrustRefusal} {
+		if on {
+			out = append(out, signerKnobList[i])
+		}
+	}
+	return out
+}
+
+func (k *Knobs) setSignerKnob(name string) bool {
+	switch name {
+	case "skip-validation":
+		k.SkipValidation = true
+	case "resign-refused":
+		k.ResignRefused = true
+	case "trust-refusal":
+		k.TrustRefusal = true
+	default:
+		return false
+	}
+	return true
+}
+
+func applySignerKnobs(k Knobs, cfg *node.Config) {
+	if !k.SkipValidation && !k.ResignRefused && !k.TrustRefusal {
+		return
+	}
+	cfg.Knobs.Signer = &knobs.Signer{SkipValidation: k.SkipValidation, ResignRefused: k.ResignRefused, TrustRefusal: k.TrustRefusal}
+}
