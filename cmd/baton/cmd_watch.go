@@ -98,7 +98,7 @@ func leaseLine(lc node.LeaseChange, self string) string {
 const execLong = `Runs CMD while this device holds the lease, as ` + "`consul lock`" + ` and ` + "`etcdctl lock`" + ` do:
 it first waits until this device holds the lease (its signer loop claims a free lease by
 itself; a lease held by another device is waited out, never stolen; --timeout bounds
-the wait), then starts CMD with this command's stdin, stdout and stderr. The moment the
+the wait; while it waits it says on stderr who holds the lease), then starts CMD with this command's stdin, stdout and stderr. The moment the
 hold ends (lost, released, transferred, stolen, or this device's may-sign window
 closes without a renewal it has seen, or the node stops answering), CMD gets SIGTERM,
 then SIGKILL after --grace. CMD runs in a process group of its own and the signals go
@@ -145,21 +145,10 @@ func (c *cli) runExec(ctx context.Context, f *apiFlags, timeout, grace time.Dura
 		return err
 	}
 	defer cl.Close()
-	wctx, cancel := ctx, context.CancelFunc(func() {})
-	if timeout > 0 {
-		wctx, cancel = context.WithTimeout(ctx, timeout)
-	}
 	asked := time.Now()
-	lease, err := cl.Campaign(wctx)
-	cancel()
+	lease, err := c.campaign(ctx, f, cl, timeout, "exec")
 	if err != nil {
-		if ctx.Err() != nil {
-			return &exitError{code: 130, msg: "interrupted while waiting for the lease"}
-		}
-		if errors.Is(err, node.ErrTimeout) {
-			return fmt.Errorf("this device did not get the lease within --timeout %s", timeout)
-		}
-		return f.apiErr(err)
+		return err
 	}
 	// The hold is good until its may-sign window closes, as of when we asked.
 	validUntil := asked.Add(ms(lease.ExpiresInMs))
