@@ -13,6 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/batonhq/baton/signer/device"
 )
 
 // The command line is built with spf13/cobra and spf13/pflag: GNU-style --flags that
@@ -59,7 +61,10 @@ const rootLong = `baton elects one signer among a few devices and extends one si
 Every flag can also be set in the environment as BATON_<FLAG> (dashes become
 underscores, e.g. BATON_DATA, BATON_LISTEN); a flag on the command line wins.
 BATON_API_TOKEN gives the bearer token of a TCP --api (secrets never go in argv).
-The data dir defaults to ~/.baton. Usage errors exit 2, other failures 1.`
+The data dir defaults to ~/.baton; as root without one, to /var/lib/baton when the
+packaged service's device is there (so ` + "`baton status`" + ` beside the service finds its
+node). --api takes a socket path, a data dir, host:port or http://host:port. Usage
+errors exit 2, other failures 1, a removed device's run 3 (baton man: EXIT STATUS).`
 
 const rootExample = `  baton demo                       three devices on this machine, a failover, a summary
   baton init --new-chain           the first device of a new chain
@@ -330,19 +335,28 @@ func noArgs(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
+// ServiceDataDir is the data dir of the packaged service (deploy/systemd).
+const ServiceDataDir = "/var/lib/baton"
+
 // defaultDataDir is ~/.baton (BATON_DATA overrides it through the usual env rule).
+// As root, when ~/.baton does not exist and the packaged service's data dir holds a
+// device, it is that dir: `baton status` beside the service finds its node.
 func defaultDataDir() string {
 	home, err := os.UserHomeDir()
 	if err != nil || home == "" {
 		return ".baton"
 	}
-	return filepath.Join(home, ".baton")
+	d := filepath.Join(home, ".baton")
+	if os.Geteuid() == 0 && !exists(d) && exists(filepath.Join(ServiceDataDir, device.DeviceFile)) {
+		return ServiceDataDir
+	}
+	return d
 }
 
 // dataFlag adds --data; the help shows its default as ~/.baton on every machine.
 func dataFlag(fs *pflag.FlagSet) *string {
 	p := fs.String("data", defaultDataDir(), "data `dir` of this device (keys, Raft, state, baton.sock)")
-	fs.Lookup("data").DefValue = "~/.baton"
+	fs.Lookup("data").DefValue = "~/.baton; as root without one: " + ServiceDataDir
 	return p
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -42,11 +43,28 @@ func (c *cli) addAPIFlags(fs *pflag.FlagSet, timeout time.Duration, what string)
 	return f
 }
 
+// target is the API the command talks to: --api as given, a data dir given as --api
+// is its socket, and host:port without a scheme is http://host:port; else DIR's socket.
 func (f *apiFlags) target() string {
-	if *f.api != "" {
-		return *f.api
+	a := *f.api
+	switch {
+	case a == "":
+		return filepath.Join(*f.data, api.SocketFile)
+	case strings.Contains(a, "://"):
+		return a
+	case isDir(a):
+		return filepath.Join(a, api.SocketFile)
+	case !strings.Contains(a, "/") && strings.Contains(a, ":"):
+		if _, _, err := net.SplitHostPort(a); err == nil {
+			return "http://" + a
+		}
 	}
-	return filepath.Join(*f.data, api.SocketFile)
+	return a
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }
 
 // client connects to the node's API; a bad --api value is a usage error.
@@ -132,7 +150,14 @@ func (f *apiFlags) apiErr(err error) error {
 		if r, ok, _ := device.ReadRemoved(*f.data); ok && *f.api == "" {
 			return fmt.Errorf("no node is running on %s: %s", f.target(), api.Message(device.RemovedError(*f.data, r)))
 		}
-		return fmt.Errorf("no node is running on %s (start one with `baton run --data %s`)", f.target(), *f.data)
+		if *f.api != "" {
+			tried := f.target()
+			if tried != *f.api {
+				tried += " (from --api " + *f.api + ")"
+			}
+			return fmt.Errorf("no node answers at %s: %s", tried, api.Message(err))
+		}
+		return fmt.Errorf("no node is running on %s (start one with `baton run --data %s`; another data dir: --data DIR or BATON_DATA; a TCP API: --api host:port)", f.target(), *f.data)
 	}
 	if f.timeout != nil && errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("no answer within --timeout %s", *f.timeout)

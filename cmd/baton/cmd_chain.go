@@ -130,7 +130,10 @@ func (c *cli) submitCmd() *cobra.Command {
 
 const tailLong = `Follows the chain: one line per commit as this device applies it (seq, epoch, signer,
 hash, ops), until Ctrl-C. Starts at the current head, or at --from SEQ. --json prints
-the API's NDJSON lines (as ` + "`baton export`" + `).`
+the API's NDJSON lines (as ` + "`baton export`" + `). When the node stops answering (a
+restart, a failover drill) tail says so on stderr and reconnects with backoff (up to
+10 s between attempts), resuming after the last commit it printed; --no-reconnect
+exits instead (status 1).`
 
 const exportLong = `Writes the applied chain from --from (default 1) to the current head as NDJSON, one
 commit a line: {seq, hash (hex), epoch, signer, cbor (base64 of the signed encoding)}.
@@ -142,10 +145,71 @@ func (c *cli) tailCmd() *cobra.Command {
 	f := c.addAPIFlags(cmd.Flags(), 0, "")
 	from := cmd.Flags().Uint64("from", 0, "first `seq` (default: the current head)")
 	asJSON := cmd.Flags().Bool("json", false, "print NDJSON lines instead of text")
+	noReconnect := cmd.Flags().Bool("no-reconnect", false, "exit when the node stops answering instead of reconnecting")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		return c.streamCommits(cmd, f, *from, *asJSON, true)
+		if *noReconnect {
+			return c.streamCommits(cmd, f, *from, *asJSON, true)
+		}
+		return c.tailReconnecting(cmd, f, *from, *asJSON)
 	}
 	return cmd
+}
+
+// tailReconnecting follows the chain across the node's restarts: after a lost
+// stream it resumes after the last seq it printed.
+func (c *cli) tailReconnecting(cmd *cobra.Command, f *apiFlags, from uint64, asJSON bool) error {
+	ctx := cmd.Context()
+	cl, err := f.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	r := &reconnector{c: c, name: "tail"}
+	enc := json.NewEncoder(c.stdout)
+	next := from
+	for {
+		if next == 0 {
+			st, err := cl.State(ctx)
+			if err != nil {
+				if r.down && r.again(ctx, err) {
+					continue
+				}
+				if ctx.Err() != nil {
+					return nil
+				}
+				return f.apiErr(err)
+			}
+			next = max(st.Head.Seq, 1)
+		}
+		var lost error
+		for ac := range cl.Commits(ctx, next, true) {
+			if ac.Err != nil {
+				lost = ac.Err
+				break
+			}
+			r.connected(fmt.Sprintf(" at seq %d", ac.Seq))
+			next = ac.Seq + 1
+			if asJSON {
+				if err := enc.Encode(api.CommitJSON{Seq: ac.Seq, Hash: hex.EncodeToString(ac.Hash[:]), Epoch: ac.Epoch, Signer: ac.Signer, CBOR: ac.Raw}); err != nil {
+					return err
+				}
+				continue
+			}
+			fmt.Fprintln(c.stdout, commitLine(ac))
+		}
+		if ctx.Err() != nil {
+			return nil // Ctrl-C ends a tail normally
+		}
+		if lost == nil {
+			lost = errors.New("the stream ended")
+		}
+		if !r.again(ctx, lost) {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("the node stopped answering: %w", f.apiErr(lost))
+		}
+	}
 }
 
 func (c *cli) exportCmd() *cobra.Command {

@@ -15,10 +15,11 @@ import (
 const leaseLong = `Hands the lease over, overrides a wedged holder, or reads the lease's audit trail.
 
   release                 the holder gives the lease up; a standby claims it at once
-  transfer --to PEER      the holder hands it to member PEER (one Raft entry)
+  transfer --to PEER      the holder hands it to member PEER (one Raft entry, one epoch)
   steal --reason TEXT     operator override for a wedged holder: this device takes the
                           lease by force (epoch+1); the reason goes into the history
   history                 the audit trail, oldest first (renewals folded by default)
+  campaign                wait until this device holds the lease (never steals)
 
 release and transfer are done by the holder; run on any other member, the request goes
 to the holder (the one the member's replica names, at the epoch it names: a request
@@ -31,10 +32,10 @@ const leaseExample = `  baton lease transfer --data /tmp/b1 --to …aN1816
   baton lease history --data /tmp/b1 --event claim,steal --since 1h`
 
 func (c *cli) leaseCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "lease (release | transfer --to PEER | steal --reason TEXT | history)",
+	cmd := &cobra.Command{Use: "lease (release | transfer --to PEER | steal --reason TEXT | history | campaign)",
 		Short: "release, transfer or steal the lease; show its history", Long: leaseLong, Example: leaseExample,
 	}
-	cmd.AddCommand(c.leaseRelease(), c.leaseTransfer(), c.leaseSteal(), c.leaseHistory())
+	cmd.AddCommand(c.leaseRelease(), c.leaseTransfer(), c.leaseSteal(), c.leaseHistory(), c.leaseCampaign())
 	return cmd
 }
 

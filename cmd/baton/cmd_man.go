@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -34,7 +35,12 @@ func (c *cli) manCmd() *cobra.Command {
 			header := &doc.GenManHeader{Title: "BATON", Section: "1", Source: "baton " + readBuildInfo().Version,
 				Manual: "baton manual", Date: &date}
 			if dir == "" {
-				return doc.GenMan(root, header, c.stdout)
+				var b bytes.Buffer
+				if err := doc.GenMan(root, header, &b); err != nil {
+					return err
+				}
+				_, err := c.stdout.Write(withManSections(b.Bytes()))
+				return err
 			}
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return err
@@ -43,10 +49,68 @@ func (c *cli) manCmd() *cobra.Command {
 				return err
 			}
 			n, _ := filepath.Glob(filepath.Join(dir, "baton*.1"))
+			for _, p := range n {
+				b, err := os.ReadFile(p)
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(p, withManSections(b), 0o644); err != nil {
+					return err
+				}
+			}
 			fmt.Fprintf(c.stderr, "wrote %d pages to %s\n", len(n), dir)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "write one page per command into `DIR` instead of baton(1) to stdout")
 	return cmd
+}
+
+// manSections are the sections every page carries beyond what cobra generates.
+const manSections = `.SH EXIT STATUS
+.TP
+0
+success (for \fBrun\fP and \fBjoin\fP: the node stopped on a signal, or this device left its cluster)
+.TP
+1
+failure; the reason is one line on stderr
+.TP
+2
+usage error (an unknown flag, a bad value, a missing argument)
+.TP
+3
+\fBrun\fP, \fBjoin\fP: this device was removed from its cluster by another member (also when it learns so from a member after being removed while it was down); do not restart it from the same data dir (the systemd unit has RestartPreventExitStatus=3)
+.TP
+130
+interrupted (Ctrl-C) while waiting
+.PP
+\fBexec\fP exits with CMD's own status when CMD ends by itself, 1 when the hold ended under it.
+.SH ENVIRONMENT
+.TP
+BATON_<FLAG>
+every flag, e.g. BATON_DATA, BATON_LISTEN, BATON_TTL (dashes become underscores); a flag on the command line wins
+.TP
+BATON_DATA
+the data dir (default ~/.baton; as root, when ~/.baton does not exist and /var/lib/baton holds a device, /var/lib/baton, the packaged service's)
+.TP
+BATON_API_TOKEN
+the bearer token for a TCP \fB--api\fP (secrets never go in argv)
+.SH FILES
+.TP
+~/.baton, /var/lib/baton
+the data dir: identity.key (this device's libp2p key), network.key, chain.key (absent on a replica), device.json, raft.db (the Raft log), state.db (the applied state), members.json (members' addresses), removed-members.json (members removed while this device was one), removed.json (this device left or was removed), baton.sock (the API socket), baton.lock, api.token
+.TP
+/etc/default/baton
+the packaged service's settings, as BATON_<FLAG>=value
+.TP
+/etc/systemd/system/baton.service
+the packaged systemd unit (deploy/systemd)
+`
+
+// withManSections inserts manSections before SEE ALSO (or at the end).
+func withManSections(page []byte) []byte {
+	if i := bytes.Index(page, []byte(".SH SEE ALSO")); i >= 0 {
+		return append(append(append([]byte{}, page[:i]...), manSections...), page[i:]...)
+	}
+	return append(page, manSections...)
 }

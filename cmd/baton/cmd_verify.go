@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -23,11 +25,17 @@ to the previous commit's hash with seq+1 and its epoch never decreases; each lin
 seq and hash must match its commit. Reads FILE, or stdin when FILE is - or absent.
 --chain defaults to the chain of the device in --data, if that is initialized.
 
+A partial export (` + "`baton export --from N`" + `) is checked from a trusted head:
+--after SEQ:HASH[:EPOCH] names the commit before its first line (SEQ = N-1; HASH as a
+previous verify or ` + "`baton status`" + ` printed it; EPOCH, if given, is the least epoch
+the next commit may carry). The first line must then be seq SEQ+1 and link to HASH.
+
 Exit status 0 prints the head (seq, hash); 1 prints the first problem and its seq.`
 
 const verifyExample = `  baton export --data /tmp/b1 > chain.ndjson
   baton verify --chain did:key:z6Mk... chain.ndjson
-  baton export --data /tmp/b1 | baton verify --data /tmp/b1`
+  baton export --data /tmp/b1 | baton verify --data /tmp/b1
+  baton export --data /tmp/b1 --from 101 | baton verify --data /tmp/b1 --after 100:9f86d0...`
 
 // maxExportLine bounds one NDJSON line (a commit is bounded by the batch limits; this
 // leaves room and still refuses garbage without exhausting memory).
@@ -52,7 +60,12 @@ func (c *cli) verifyCmd() *cobra.Command {
 		}}
 	chainDID := cmd.Flags().String("chain", "", "the chain's did:key (default: the chain of the device in --data)")
 	data := dataFlag(cmd.Flags())
+	after := cmd.Flags().String("after", "", "trusted head `SEQ:HASH[:EPOCH]` before the export's first commit (a partial export)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		from, err := parseTrustedHead(*after)
+		if err != nil {
+			return usagef("--after: %v", err)
+		}
 		if *chainDID == "" {
 			d, err := device.Open(*data)
 			if err != nil {
@@ -73,7 +86,7 @@ func (c *cli) verifyCmd() *cobra.Command {
 			defer f.Close()
 			in, name = f, args[0]
 		}
-		head, n, err := verifyExport(in, *chainDID)
+		head, n, err := verifyExportFrom(in, *chainDID, from)
 		if err != nil {
 			return &exitError{code: 1, msg: fmt.Sprintf("%s: %v", name, err)}
 		}
@@ -87,9 +100,38 @@ func (c *cli) verifyCmd() *cobra.Command {
 	return cmd
 }
 
-// verifyExport checks an NDJSON export from seq 1 and returns its head and length.
-func verifyExport(r io.Reader, did string) (chain.Head, int, error) {
-	v, err := chain.NewChainVerifier(did, chain.Head{})
+// parseTrustedHead parses --after SEQ:HASH[:EPOCH] ("" is the zero head: seq 1 first).
+func parseTrustedHead(s string) (chain.Head, error) {
+	if s == "" {
+		return chain.Head{}, nil
+	}
+	parts := strings.Split(s, ":")
+	if len(parts) < 2 || len(parts) > 3 {
+		return chain.Head{}, fmt.Errorf("%q: want SEQ:HASH or SEQ:HASH:EPOCH", s)
+	}
+	var h chain.Head
+	seq, err := strconv.ParseUint(parts[0], 10, 64)
+	if err != nil || seq == 0 {
+		return chain.Head{}, fmt.Errorf("%q: SEQ must be a positive number", parts[0])
+	}
+	b, err := hex.DecodeString(parts[1])
+	if err != nil || len(b) != len(h.Hash) {
+		return chain.Head{}, fmt.Errorf("%q: HASH must be %d hex digits", parts[1], 2*len(h.Hash))
+	}
+	h.Seq = seq
+	copy(h.Hash[:], b)
+	if len(parts) == 3 {
+		if h.Epoch, err = strconv.ParseUint(parts[2], 10, 64); err != nil {
+			return chain.Head{}, fmt.Errorf("%q: EPOCH must be a number", parts[2])
+		}
+	}
+	return h, nil
+}
+
+// verifyExportFrom checks an NDJSON export that starts after the trusted head from
+// (the zero head: from seq 1) and returns its head and length.
+func verifyExportFrom(r io.Reader, did string, from chain.Head) (chain.Head, int, error) {
+	v, err := chain.NewChainVerifier(did, from)
 	if err != nil {
 		return chain.Head{}, 0, err
 	}

@@ -20,7 +20,10 @@ const watchLong = `Prints every lease change as this device applies it, one line
 claim, release, transfer, steal (applied lease entries), lost (this device's hold
 ended), lapsed (the holder stopped renewing, as this device sees it), and renewals with
 --renewals. The first line is the lease as it is now ("current"). --json prints the
-API's NDJSON lines (GET /v1/lease/watch).`
+API's NDJSON lines (GET /v1/lease/watch). When the node stops answering (a restart,
+a failover drill) watch says so on stderr and reconnects with backoff (up to 10 s
+between attempts), starting again with the current lease; --no-reconnect exits
+instead (status 1).`
 
 func (c *cli) watchCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "watch [--renewals] [--json]", Short: "print every lease change as it is applied",
@@ -28,6 +31,7 @@ func (c *cli) watchCmd() *cobra.Command {
 	f := c.addAPIFlags(cmd.Flags(), 0, "")
 	renewals := cmd.Flags().Bool("renewals", false, "also print renewals")
 	asJSON := cmd.Flags().Bool("json", false, "print NDJSON lines")
+	noReconnect := cmd.Flags().Bool("no-reconnect", false, "exit when the node stops answering instead of reconnecting")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx := cmd.Context()
 		cl, err := f.client()
@@ -35,25 +39,41 @@ func (c *cli) watchCmd() *cobra.Command {
 			return err
 		}
 		defer cl.Close()
-		st, err := cl.State(ctx)
-		if err != nil {
-			return f.apiErr(err)
-		}
-		ch, errc := cl.WatchLease(ctx, *renewals)
+		r := &reconnector{c: c, name: "watch", off: *noReconnect}
 		enc := json.NewEncoder(c.stdout)
-		for lc := range ch {
-			if *asJSON {
-				if err := enc.Encode(lc); err != nil {
-					return err
+		for {
+			st, err := cl.State(ctx)
+			if err != nil {
+				if r.down && r.again(ctx, err) {
+					continue
 				}
-				continue
+				if ctx.Err() != nil {
+					return nil
+				}
+				return f.apiErr(err)
 			}
-			fmt.Fprintln(c.stdout, leaseLine(lc, st.ID))
+			r.connected(" (the next line is the lease as it is now)")
+			ch, errc := cl.WatchLease(ctx, *renewals)
+			for lc := range ch {
+				if *asJSON {
+					if err := enc.Encode(lc); err != nil {
+						return err
+					}
+					continue
+				}
+				fmt.Fprintln(c.stdout, leaseLine(lc, st.ID))
+			}
+			err = <-errc
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err == nil {
+				err = errors.New("the stream ended")
+			}
+			if !r.again(ctx, err) {
+				return fmt.Errorf("the node stopped answering: %w", f.apiErr(err))
+			}
 		}
-		if err := <-errc; err != nil {
-			return fmt.Errorf("the node stopped answering: %w", f.apiErr(err))
-		}
-		return nil
 	}
 	return cmd
 }
@@ -78,7 +98,7 @@ func leaseLine(lc node.LeaseChange, self string) string {
 const execLong = `Runs CMD while this device holds the lease, as ` + "`consul lock`" + ` and ` + "`etcdctl lock`" + ` do:
 it first waits until this device holds the lease (its signer loop claims a free lease by
 itself; a lease held by another device is waited out, never stolen; --timeout bounds
-the wait), then starts CMD with this command's stdin, stdout and stderr. The moment the
+the wait; while it waits it says on stderr who holds the lease), then starts CMD with this command's stdin, stdout and stderr. The moment the
 hold ends (lost, released, transferred, stolen, or this device's may-sign window
 closes without a renewal it has seen, or the node stops answering), CMD gets SIGTERM,
 then SIGKILL after --grace. CMD runs in a process group of its own and the signals go
@@ -125,21 +145,10 @@ func (c *cli) runExec(ctx context.Context, f *apiFlags, timeout, grace time.Dura
 		return err
 	}
 	defer cl.Close()
-	wctx, cancel := ctx, context.CancelFunc(func() {})
-	if timeout > 0 {
-		wctx, cancel = context.WithTimeout(ctx, timeout)
-	}
 	asked := time.Now()
-	lease, err := cl.Campaign(wctx)
-	cancel()
+	lease, err := c.campaign(ctx, f, cl, timeout, "exec")
 	if err != nil {
-		if ctx.Err() != nil {
-			return &exitError{code: 130, msg: "interrupted while waiting for the lease"}
-		}
-		if errors.Is(err, node.ErrTimeout) {
-			return fmt.Errorf("this device did not get the lease within --timeout %s", timeout)
-		}
-		return f.apiErr(err)
+		return err
 	}
 	// The hold is good until its may-sign window closes, as of when we asked.
 	validUntil := asked.Add(ms(lease.ExpiresInMs))

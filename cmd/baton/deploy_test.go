@@ -90,7 +90,7 @@ func TestPackaging(t *testing.T) {
 		}
 	}
 	joined := strings.Join(strs, " ")
-	if !strings.Contains(joined, "Label org.batonhq.baton ProgramArguments /usr/local/bin/baton run") {
+	if !strings.Contains(joined, "Label org.batonhq.baton ProgramArguments /bin/sh -c ") || !strings.Contains(joined, "exec /usr/local/bin/baton run EnvironmentVariables") {
 		t.Errorf("plist program: %s", joined)
 	}
 	checkEnvFlags(t, "org.batonhq.baton.plist", joined)

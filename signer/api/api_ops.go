@@ -85,8 +85,9 @@ func (a *Server) getLeaseWatch(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// postCampaign waits (at most ?wait=DURATION, default and cap MaxCampaignWait) until
-// this device holds the lease: 200 {held: true, lease}; 504 timeout otherwise.
+// postCampaign waits (?wait=DURATION, default MaxCampaignWait; a longer wait is refused
+// with 400, never cut short) until this device holds the lease: 200 {held: true,
+// lease}; 504 timeout otherwise, naming the holder.
 func (a *Server) postCampaign(w http.ResponseWriter, r *http.Request) {
 	q, err := query(r, "wait")
 	if err != nil {
@@ -100,7 +101,13 @@ func (a *Server) postCampaign(w http.ResponseWriter, r *http.Request) {
 			writeError(w, fmt.Errorf("%w: wait=%q: want a positive duration", node.ErrBadRequest, s))
 			return
 		}
-		wait = min(d, MaxCampaignWait)
+		if d > MaxCampaignWait {
+			// Refused, not cut short: a client asking for 60 s must not get a
+			// timeout at 30 s it cannot tell from the lease staying held.
+			writeError(w, fmt.Errorf("%w: wait=%s is more than one request may wait (%s): ask again after each answer (the Go client's Campaign does)", node.ErrBadRequest, d, MaxCampaignWait))
+			return
+		}
+		wait = d
 	}
 	var req struct{}
 	if err := decodeBody(w, r, &req, true); err != nil {
@@ -110,6 +117,18 @@ func (a *Server) postCampaign(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := apiCtx(r, wait)
 	defer cancel()
 	if _, err := a.n.Campaign(ctx); err != nil {
+		if errors.Is(err, node.ErrTimeout) {
+			// Say what it waited for and who holds the lease.
+			l := a.n.State().Lease
+			held := "nobody holds it (free: this device's signer loop claims it at its next tick)"
+			if l.Holder != "" {
+				held = fmt.Sprintf("held by %s at epoch %d", l.Holder, l.Epoch)
+				if l.ExpiresInMs > 0 {
+					held += fmt.Sprintf(", claimable by this device in %s if not renewed", (time.Duration(l.ExpiresInMs) * time.Millisecond).Round(time.Millisecond))
+				}
+			}
+			err = fmt.Errorf("%w: this device did not get the lease within wait=%s; the lease is %s", node.ErrTimeout, wait, held)
+		}
 		writeError(w, err)
 		return
 	}

@@ -19,8 +19,10 @@
 // Start a device initialized earlier (by `baton init` or Create):
 //
 //	d, err := device.Open(dir)
-//	cfg, err := d.Config() // DataDir, PSK, Chain, ChainKey, Bootstrap on a founder's first start
+//	cfg := d.Config() // DataDir, PSK, Chain, ChainKey, Bootstrap on a founder's first start
 //	n, err := node.Start(ctx, cfg)
+//
+// Both are compiled as ExampleJoin and ExampleOpen (example_test.go): copy from there.
 //
 // # Files
 //
