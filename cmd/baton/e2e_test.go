@@ -324,6 +324,10 @@ func TestE2ECluster(t *testing.T) {
 	if code, _, errs := bin(t, "", "submit", "--data", data[1], "--path", "nocollection", "--value", "x"); code != 2 || !strings.Contains(errs, "path") {
 		t.Fatalf("bad path: %d %q", code, errs)
 	}
+	// The apply's own rule at the CLI entrance: a control character in the ID (issue 19.1).
+	if code, _, errs := bin(t, "", "submit", "--data", data[1], "--id", "bad\x01id", "--path", "posts/c", "--value", "x"); code != 2 || !strings.Contains(errs, "control character") {
+		t.Fatalf("control character in the id: %d %q", code, errs)
+	}
 	// The Go client on another device, and value from stdin.
 	c3 := client(t, data[2])
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
