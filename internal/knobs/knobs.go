@@ -20,6 +20,18 @@ type Intentlog struct {
 	// DedupeCount IDs are remembered the oldest is forgotten, whatever its age and
 	// even if it is still pending (a retry of it is then queued a second time).
 	DedupeCount int
+	// UnboundedLogTime restores the version-2 log time rule for every entry: log time
+	// jumps to any later timestamp, however far ahead (a clock days fast makes the
+	// dedupe window forget acknowledged IDs).
+	UnboundedLogTime bool
+}
+
+// Election changes package election's Lease.
+type Election struct {
+	// UnclampedStamps: lease and commit stamps follow the wall clock however far it
+	// stepped ahead (no Lease.Stamp clamp); with Intentlog.UnboundedLogTime it puts
+	// issue 19 item 2 back whole.
+	UnclampedStamps bool
 }
 
 // Node holds the test hooks of package signer/node.
@@ -30,4 +42,6 @@ type Node struct {
 	BeforePropose func(ctx context.Context, e any)
 	// Intentlog is passed to the node's intent log.
 	Intentlog *Intentlog
+	// Election is passed to the node's lease.
+	Election *Election
 }

@@ -21,6 +21,11 @@ type Knobs struct {
 	// DedupeCount > 0: the dedupe window is a count of IDs, not a retention period
 	// (bug c: a retry after DedupeCount other IDs is applied a second time).
 	DedupeCount int
+	// UnboundedLogTime: one entry moves log time to its timestamp however far ahead,
+	// and holders stamp with their wall clocks however far they stepped (issue 19
+	// item 2: a clock days fast makes the dedupe window forget acknowledged IDs, and
+	// their retries apply twice).
+	UnboundedLogTime bool
 }
 
 // KnobsWired reports whether applyKnobs passes knobs to the code under test (it
@@ -36,7 +41,11 @@ func applyKnobs(k Knobs, cfg *node.Config) {
 	if cfg.Knobs == nil {
 		cfg.Knobs = &knobs.Node{}
 	}
-	cfg.Knobs.Intentlog = &knobs.Intentlog{EpochOnlyClaim: k.EpochOnlyClaim, DedupeCount: k.DedupeCount}
+	cfg.Knobs.Intentlog = &knobs.Intentlog{EpochOnlyClaim: k.EpochOnlyClaim, DedupeCount: k.DedupeCount,
+		UnboundedLogTime: k.UnboundedLogTime}
+	if k.UnboundedLogTime {
+		cfg.Knobs.Election = &knobs.Election{UnclampedStamps: true}
+	}
 }
 
 // String is the form ParseKnobs reads: "epoch-only-claim,dedupe-count=64" ("" for
@@ -48,6 +57,9 @@ func (k Knobs) String() string {
 	}
 	if k.DedupeCount > 0 {
 		parts = append(parts, fmt.Sprintf("dedupe-count=%d", k.DedupeCount))
+	}
+	if k.UnboundedLogTime {
+		parts = append(parts, "unbounded-log-time")
 	}
 	return strings.Join(parts, ",")
 }
@@ -62,6 +74,8 @@ func ParseKnobs(s string) (Knobs, error) {
 		case "":
 		case "epoch-only-claim":
 			k.EpochOnlyClaim = true
+		case "unbounded-log-time":
+			k.UnboundedLogTime = true
 		case "dedupe-count":
 			n, err := strconv.Atoi(val)
 			if err != nil || n <= 0 {
@@ -69,7 +83,7 @@ func ParseKnobs(s string) (Knobs, error) {
 			}
 			k.DedupeCount = n
 		default:
-			return Knobs{}, fmt.Errorf("sim: unknown knob %q (have epoch-only-claim, dedupe-count=N)", name)
+			return Knobs{}, fmt.Errorf("sim: unknown knob %q (have epoch-only-claim, dedupe-count=N, unbounded-log-time)", name)
 		}
 	}
 	return k, nil
