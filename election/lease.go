@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/internal/knobs"
 )
 
 // Log is what the Lease needs from the intent log. The node supplies it: a local Raft
@@ -55,6 +56,8 @@ type Options struct {
 	// last successful claim or renewal. Optional, defaults to DefaultSignFraction
 	// (2/3). Must be in (1/2, MaxSignFraction].
 	SignFraction float64
+	// Knobs put fixed bugs back for the simulator (nil: production behaviour).
+	Knobs *knobs.Election
 }
 
 // Tenure is one hold of the lease by this device: from the moment the claim (or a
@@ -108,6 +111,7 @@ type Lease struct {
 	self  string
 	clock Clock
 	pol   Policy
+	knobs *knobs.Election // Options.Knobs
 
 	wsem chan struct{} // serialises writes
 
@@ -157,6 +161,7 @@ func New(log Log, self string, clock Clock, opts Options) (*Lease, error) {
 		self:  self,
 		clock: clock,
 		pol:   p,
+		knobs: opts.Knobs,
 		wsem:  make(chan struct{}, 1),
 		stats: Stats{Rejections: map[intentlog.Reason]uint64{}},
 	}

@@ -32,7 +32,7 @@ type ClockAheadReport struct {
 func (l *Lease) stampLocked(now time.Time, mono time.Duration) int64 {
 	ts := now.UnixMilli()
 	rec := l.cur
-	if rec.Holder != l.self {
+	if rec.Holder != l.self || l.unclamped() {
 		return ts
 	}
 	var last *write
@@ -69,7 +69,7 @@ func (l *Lease) claimStampLocked(rec intentlog.Lease, now time.Time, mono time.D
 		return l.stampLocked(now, mono)
 	}
 	ts := now.UnixMilli()
-	if !l.seen || !l.havePrev || rec != l.cur {
+	if !l.seen || !l.havePrev || rec != l.cur || l.unclamped() {
 		return ts
 	}
 	limit := rec.TS + (mono - l.firstSeen).Milliseconds() + RecordTTL(rec, l.pol.TTL).Milliseconds()
@@ -89,3 +89,5 @@ func (l *Lease) Stamp() int64 {
 	defer l.mu.Unlock()
 	return l.stampLocked(l.clock.Now(), l.clock.Mono())
 }
+
+func (l *Lease) unclamped() bool { return l.knobs != nil && l.knobs.UnclampedStamps }

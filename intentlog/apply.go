@@ -68,7 +68,7 @@ func (a *applier) apply(l *raft.Log) any {
 		return res
 	}
 	a.budget = evictPerEntry
-	a.bounded = l.Data[0] == CodecVersion
+	a.bounded = l.Data[0] == CodecVersion && !a.knobs.UnboundedLogTime
 	res := a.command(l, e)
 	if res.Accepted {
 		// Only after an accepted entry: a rejected one changes nothing but its counter

@@ -24,6 +24,18 @@ type Intentlog struct {
 	// term and vote (issue 20 item 1): a flipped term passes the start check. Set
 	// from a run's start, the file is never sealed.
 	UnsealedRaftLog bool
+	// UnboundedLogTime restores the version-2 log time rule for every entry: log time
+	// jumps to any later timestamp, however far ahead (a clock days fast makes the
+	// dedupe window forget acknowledged IDs).
+	UnboundedLogTime bool
+}
+
+// Election changes package election's Lease.
+type Election struct {
+	// UnclampedStamps: lease and commit stamps follow the wall clock however far it
+	// stepped ahead (no Lease.Stamp clamp); with Intentlog.UnboundedLogTime it puts
+	// issue 19 item 2 back whole.
+	UnclampedStamps bool
 }
 
 // Node holds the test hooks of package signer/node.
@@ -37,4 +49,6 @@ type Node struct {
 	// Signer is passed to the node's signer loop (and SkipValidation also skips the
 	// node's own entrance checks).
 	Signer *Signer
+	// Election is passed to the node's lease.
+	Election *Election
 }

@@ -319,7 +319,7 @@ func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err er
 	if k := cfg.Knobs; k != nil && k.BeforePropose != nil {
 		n.prop.before = func(ctx context.Context, e intentlog.Entry) { k.BeforePropose(ctx, e) }
 	}
-	n.lease, err = election.New(n.prop, parts.ID, cfg.Clock, election.Options{TTL: cfg.TTL})
+	n.lease, err = election.New(n.prop, parts.ID, cfg.Clock, election.Options{TTL: cfg.TTL, Knobs: cfg.electionKnobs()})
 	if err != nil {
 		return nil, fmt.Errorf("lease: %w", err)
 	}

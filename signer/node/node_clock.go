@@ -5,6 +5,7 @@ import (
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/internal/knobs"
 )
 
 // clockSuspectFor is how long a clamped stamp keeps SuspectedSkew set.
@@ -36,4 +37,11 @@ func clockState(v intentlog.View, es election.Stats, now time.Time) ClockState {
 		c.Suspect = now.Sub(es.LastClockAhead.At) < clockSuspectFor
 	}
 	return c
+}
+
+func (c *Config) electionKnobs() *knobs.Election {
+	if c.Knobs == nil {
+		return nil
+	}
+	return c.Knobs.Election
 }

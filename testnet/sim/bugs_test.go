@@ -45,6 +45,12 @@ var bugCases = map[string]bugCase{
 	// (c) A retried ID is applied a second time once more IDs than the count-only
 	// dedupe window holds have passed. Each seed finds it about 50 times.
 	"c": {profile: "dedupe-small", knobs: Knobs{DedupeCount: 64}, first: 1, seeds: 2, kinds: []string{VDuplicate}},
+	// (d) Issue 19 item 2: a wall clock that jumps forward past the retention (clocks
+	// profile: jumps of minutes to days, retention 10 min) moved log time with it, the
+	// dedupe window forgot the acknowledged IDs, and their retries were applied a
+	// second time. With the knob (the unbounded log time and unclamped stamps of
+	// a9e37ae) 4 of these 8 seeds found it; without it none may.
+	"d": {profile: "clocks", knobs: Knobs{UnboundedLogTime: true}, first: 1, seeds: 8, kinds: []string{VDuplicate}},
 }
 
 // bugSeeds runs c's seeds in worker processes (as TestSim does: a seed it names
@@ -115,6 +121,15 @@ func TestFindsBugC(t *testing.T) {
 	if *flagLong {
 		findsNoBug(t, bugCase{profile: "dedupe", first: 1, seeds: 1, kinds: []string{VDuplicate}})
 	}
+}
+
+// TestFindsBugD: the clocks profile finds issue 19 item 2 with its knob and not
+// without.
+func TestFindsBugD(t *testing.T) {
+	findsBug(t, bugCases["d"])
+	c := bugCases["d"]
+	c.knobs = Knobs{}
+	findsNoBug(t, c)
 }
 
 // seedRegressions are seeds that found a bug of main; each must now find nothing.

@@ -101,6 +101,7 @@ func (d *device) start() error {
 		TTL:       w.cfg.TTL,
 		Tick:      w.cfg.Tick,
 		Clock:     d.clock,
+		Retention: w.prof.Retention,
 		Logger:    logger.With("dev", d.idx),
 		Raft:      w.raftConfig,
 		Knobs: &knobs.Node{BeforePropose: func(ctx context.Context, e any) {

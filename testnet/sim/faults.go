@@ -123,7 +123,7 @@ func (w *world) inject(a action, dev int) (bool, string) {
 		}
 		return true, fmt.Sprintf("pause dev%d %s for %v", dev, mode, a.Dur.Round(time.Millisecond))
 
-	case FClockStep:
+	case FClockStep, FClockJump:
 		by := w.devs[dev].step(a.Step)
 		w.mu.Lock()
 		w.stepped = true

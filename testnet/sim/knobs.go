@@ -32,6 +32,11 @@ type Knobs struct {
 	SkipValidation bool
 	ResignRefused  bool
 	TrustRefusal   bool
+	// UnboundedLogTime: one entry moves log time to its timestamp however far ahead,
+	// and holders stamp with their wall clocks however far they stepped (issue 19
+	// item 2: a clock days fast makes the dedupe window forget acknowledged IDs, and
+	// their retries apply twice).
+	UnboundedLogTime bool
 }
 
 // KnobsWired reports whether applyKnobs passes knobs to the code under test (it
@@ -47,7 +52,11 @@ func applyKnobs(k Knobs, cfg *node.Config) {
 	if cfg.Knobs == nil {
 		cfg.Knobs = &knobs.Node{}
 	}
-	cfg.Knobs.Intentlog = &knobs.Intentlog{EpochOnlyClaim: k.EpochOnlyClaim, DedupeCount: k.DedupeCount, UnsealedRaftLog: k.UnsealedRaft}
+	cfg.Knobs.Intentlog = &knobs.Intentlog{EpochOnlyClaim: k.EpochOnlyClaim, DedupeCount: k.DedupeCount, UnsealedRaftLog: k.UnsealedRaft,
+		UnboundedLogTime: k.UnboundedLogTime}
+	if k.UnboundedLogTime {
+		cfg.Knobs.Election = &knobs.Election{UnclampedStamps: true}
+	}
 	applySignerKnobs(k, cfg) // knobs_signer.go
 }
 
@@ -63,6 +72,9 @@ func (k Knobs) String() string {
 	}
 	if k.UnsealedRaft {
 		parts = append(parts, "unsealed-raft")
+	}
+	if k.UnboundedLogTime {
+		parts = append(parts, "unbounded-log-time")
 	}
 	parts = append(parts, k.signerKnobNames()...)
 	return strings.Join(parts, ",")
@@ -80,6 +92,8 @@ func ParseKnobs(s string) (Knobs, error) {
 			k.EpochOnlyClaim = true
 		case "unsealed-raft":
 			k.UnsealedRaft = true
+		case "unbounded-log-time":
+			k.UnboundedLogTime = true
 		case "dedupe-count":
 			n, err := strconv.Atoi(val)
 			if err != nil || n <= 0 {
@@ -90,7 +104,7 @@ func ParseKnobs(s string) (Knobs, error) {
 			if k.setSignerKnob(name) {
 				continue
 			}
-			return Knobs{}, fmt.Errorf("sim: unknown knob %q (have epoch-only-claim, dedupe-count=N, unsealed-raft, %s)", name, strings.Join(signerKnobList, ", "))
+			return Knobs{}, fmt.Errorf("sim: unknown knob %q (have epoch-only-claim, dedupe-count=N, unsealed-raft, unbounded-log-time, %s)", name, strings.Join(signerKnobList, ", "))
 		}
 	}
 	return k, nil

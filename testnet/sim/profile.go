@@ -86,6 +86,8 @@ type Profile struct {
 	// OddClients send every kind of input the API accepts, the apply's refusals
 	// included (inputs.go).
 	OddClients int
+	// Retention is the genesis's dedupe retention (0: the node's default, 24 h).
+	Retention time.Duration
 }
 
 var profiles = map[string]Profile{
@@ -151,10 +153,14 @@ func LookupProfile(name string) (Profile, error) {
 }
 
 // seedProfile is the profile of a seed run without one named: one seed in ten runs
-// without faults (where nothing signed may be refused), the rest the mixed bag.
+// without faults (where nothing signed may be refused), one in ten with clocks that
+// jump by minutes to days, the rest the mixed bag.
 func seedProfile(seed int64) string {
 	if seed%10 == 0 {
 		return "calm"
+	}
+	if seed%10 == 5 {
+		return "clocks" // faults_clock.go
 	}
 	return "mixed"
 }

@@ -321,6 +321,9 @@ func makeSchedule(seed int64, devices int, p Profile, dur, ttl time.Duration) []
 			if rng.IntN(2) == 0 {
 				a.Step = -a.Step
 			}
+		case FClockJump: // faults_clock.go
+			a.Dev = rng.IntN(devices)
+			a.Step = clockJump(rng)
 		case FClockRate:
 			a.Dur = between(2*time.Second, 6*time.Second)
 			a.Dev = rng.IntN(devices)
