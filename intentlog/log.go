@@ -166,7 +166,6 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 		return nil, fmt.Errorf("open snapshot store: %w", err)
 	}
 	// Every byte Raft trusts is sealed (raftseal.go); a file from before is sealed now.
-	rf := &raftStoreFault{onChange: func() { fsm.notify.publish(nil) }}
 	// A seal that fails at run time halts the replica as a corrupt entry does: it
 	// neither signs nor serves, and gives up Raft leadership, until repaired.
 	halt := func(i uint64, err error) { fsm.raise(&FaultError{File: RaftFile, Index: i, Halted: true, Err: err}) }
@@ -189,6 +188,7 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 		return nil, fmt.Errorf("open: %w", err)
 	}
 	rc.NoSnapshotRestoreOnStart = stateCoversSnapshot(fsm, snaps)
+	rf := &raftStoreFault{onChange: func() { fsm.notify.publish(nil) }}
 	logs, err := raft.NewLogCache(512, faultLogStore{LogStore: stageLogStore{LogStore: sealedLogs, who: fsm.who}, f: rf})
 	if err != nil {
 		store.Close()
