@@ -28,6 +28,10 @@ import (
 // applied).
 const preverifyMax = 1024
 
+// preverifyMaxBytes bounds the commit bytes those checks keep (a commit may carry
+// megabytes).
+const preverifyMaxBytes = 64 << 20
+
 var errVerifyPanicked = errors.New("intentlog: commit verifier panicked")
 
 type preverifier struct {
@@ -35,7 +39,8 @@ type preverifier struct {
 
 	mu    sync.Mutex
 	m     map[[32]byte]*precheck
-	order [][32]byte // insertion order, for the bound
+	order [][32]byte // insertion order, for the bounds
+	bytes int        // commit bytes of the checks in m
 }
 
 type precheck struct {
@@ -86,9 +91,13 @@ func (p *preverifier) startData(data []byte) {
 	}
 	c := &precheck{raw: ce.Raw, done: make(chan struct{})}
 	p.m[k] = c
+	p.bytes += len(c.raw)
 	p.order = append(p.order, k)
-	for len(p.order) > preverifyMax {
-		delete(p.m, p.order[0])
+	for len(p.order) > preverifyMax || p.bytes > preverifyMaxBytes {
+		if old := p.m[p.order[0]]; old != nil {
+			delete(p.m, p.order[0])
+			p.bytes -= len(old.raw)
+		}
 		p.order = p.order[1:]
 	}
 	p.mu.Unlock()
@@ -116,7 +125,8 @@ func (p *preverifier) verifier() CommitVerifier {
 		p.mu.Lock()
 		c := p.m[k]
 		if c != nil {
-			delete(p.m, k) // used once; its order slot is dropped with the bound
+			delete(p.m, k) // used once; its order slot is dropped with the bounds
+			p.bytes -= len(c.raw)
 		}
 		p.mu.Unlock()
 		if c == nil || !bytes.Equal(c.raw, raw) {

@@ -82,3 +82,31 @@ func TestPreverifyPanicAndMiss(t *testing.T) {
 		t.Fatalf("miss: %v %v, want %v %v", got, gerr, want, werr)
 	}
 }
+
+// TestPreverifyBounded: checks never taken (entries Raft dropped) are forgotten past
+// the bounds, by count and by bytes.
+func TestPreverifyBounded(t *testing.T) {
+	p := newPreverifier(testVerify)
+	for i := range preverifyMax + 10 {
+		data, err := Encode(CommitEntry{Raw: []byte(fmt.Sprint("c", i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.startData(data)
+	}
+	if len(p.m) != preverifyMax || len(p.order) != preverifyMax {
+		t.Fatalf("%d checks kept (%d in order), want %d", len(p.m), len(p.order), preverifyMax)
+	}
+	big := make([]byte, preverifyMaxBytes/2+1)
+	for i := range 3 {
+		big[0] = byte(i)
+		data, err := Encode(CommitEntry{Raw: big})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.startData(data)
+	}
+	if p.bytes > preverifyMaxBytes {
+		t.Fatalf("%d bytes kept, bound %d", p.bytes, preverifyMaxBytes)
+	}
+}
