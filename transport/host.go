@@ -21,6 +21,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/pnet"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
+	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
@@ -47,6 +48,13 @@ type HostConfig struct {
 	// DefaultListenAddrs. QUIC, WebTransport and WebRTC addresses are refused
 	// (ErrUnsupportedAddr): libp2p cannot run them under a private network.
 	ListenAddrs []string
+	// AdvertiseAddrs, when set, are the only direct addresses this device publishes
+	// (invites, identify, member lists) instead of its listen addresses: TCP
+	// multiaddrs with a host (ip4, ip6 or dns) and a port, without /p2p, e.g. a
+	// router's forwarded port. Relay addresses are added to them. Without them the
+	// listen addresses are published minus loopback (unless listening on loopback
+	// only) and link-local ones. Optional.
+	AdvertiseAddrs []string
 	// DialTimeout bounds every outgoing dial including the handshake. Optional,
 	// defaults to DefaultDialTimeout. A peer with another PSK fails within it.
 	DialTimeout time.Duration
@@ -55,6 +63,10 @@ type HostConfig struct {
 	Logger *slog.Logger
 	// Now is the clock used for join windows. Optional, defaults to time.Now.
 	Now func() time.Time
+	// ProbeInterval is how often every member is probed (redialled when not
+	// connected, then one ping): each device measures reachability itself.
+	// Optional, defaults to DefaultProbeInterval.
+	ProbeInterval time.Duration
 }
 
 // Host is a device's libp2p host: persistent identity, TCP + Noise + yamux under a
@@ -78,6 +90,8 @@ type Host struct {
 
 	seenMu sync.Mutex
 	seen   map[peer.ID]*atomic.Int64 // last message received from a peer, unix ns
+
+	reach reach // per-member probes (reach.go)
 }
 
 // NewHost validates cfg, loads or creates the identity and the address book, starts
@@ -101,6 +115,9 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.ProbeInterval <= 0 {
+		cfg.ProbeInterval = DefaultProbeInterval
+	}
 	listen := make([]ma.Multiaddr, 0, len(cfg.ListenAddrs))
 	for _, s := range cfg.ListenAddrs {
 		a, err := parseListenAddr(s)
@@ -108,6 +125,14 @@ func NewHost(cfg HostConfig) (*Host, error) {
 			return nil, err
 		}
 		listen = append(listen, a)
+	}
+	var adv []ma.Multiaddr
+	for _, s := range cfg.AdvertiseAddrs {
+		a, err := parseAdvertise(s)
+		if err != nil {
+			return nil, err
+		}
+		adv = append(adv, a)
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
@@ -140,6 +165,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
 		libp2p.ConnectionGater(g),
 		libp2p.DisableRelay(),
+		libp2p.AddrsFactory(publishAddrs(adv)),
 		libp2p.WithDialTimeout(cfg.DialTimeout),
 		libp2p.DisableMetrics(),
 		libp2p.Ping(false),
@@ -162,12 +188,15 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		cancel()
 		return nil, fmt.Errorf("subscribe to identify events: %w", err)
 	}
-	hst.wg.Add(2)
+	// The ping protocol answers reach.go's probes (to peers the gater admits).
+	ping.NewPingService(h)
+	hst.wg.Add(3)
 	go func() {
 		defer hst.wg.Done()
 		hst.ConnectMembers(ctx)
 	}()
 	go hst.refreshAddrs(sub)
+	go hst.probeLoop()
 	return hst, nil
 }
 
@@ -252,13 +281,14 @@ func (h *Host) ID() peer.ID { return h.h.ID() }
 // LibP2P returns the underlying libp2p host (for diagnostics; do not close it).
 func (h *Host) LibP2P() host.Host { return h.h }
 
-// Addrs returns the addresses this host listens on, without the /p2p component.
+// Addrs returns the addresses this host publishes (HostConfig.AdvertiseAddrs, or the
+// listen addresses others can dial), without the /p2p component.
 func (h *Host) Addrs() []ma.Multiaddr { return h.h.Addrs() }
 
-// AddrInfo returns this host's peer ID and listen addresses.
+// AddrInfo returns this host's peer ID and published addresses.
 func (h *Host) AddrInfo() peer.AddrInfo { return peer.AddrInfo{ID: h.h.ID(), Addrs: h.h.Addrs()} }
 
-// P2PAddrs returns the listen addresses with the /p2p/<id> component, the form a
+// P2PAddrs returns the published addresses with the /p2p/<id> component, the form a
 // joining device is given.
 func (h *Host) P2PAddrs() []ma.Multiaddr {
 	as, _ := peer.AddrInfoToP2pAddrs(&peer.AddrInfo{ID: h.h.ID(), Addrs: h.h.Addrs()})
@@ -424,6 +454,7 @@ func (h *Host) dropPeer(p peer.ID) {
 	h.seenMu.Lock()
 	delete(h.seen, p)
 	h.seenMu.Unlock()
+	h.forgetProbe(p)
 }
 
 // Members returns the address book: every known member except this device.
