@@ -32,12 +32,15 @@ func parseAdvertise(s string) (ma.Multiaddr, error) {
 
 // publishAddrs returns the libp2p address factory: what this device tells others
 // (invites, identify, member lists). With advertised addresses, those and the relay
-// (/p2p-circuit) addresses; without, the listen addresses minus link-local ones and
+// (/p2p-circuit) addresses (libp2p's and this device's reservations); without, the listen addresses minus link-local ones and
 // minus loopback ones unless the device listens on loopback only (one machine: tests,
 // the demo), because another device cannot dial them.
-func publishAddrs(adv []ma.Multiaddr) func([]ma.Multiaddr) []ma.Multiaddr {
+func publishAddrs(adv []ma.Multiaddr, circuits func() []ma.Multiaddr) func([]ma.Multiaddr) []ma.Multiaddr {
 	return func(in []ma.Multiaddr) []ma.Multiaddr {
 		var relayed, direct []ma.Multiaddr
+		if circuits != nil {
+			relayed = append(relayed, circuits()...)
+		}
 		for _, a := range in {
 			if _, ok := relayOf(a); ok {
 				relayed = append(relayed, a)

@@ -28,7 +28,7 @@ func addrSet(as []ma.Multiaddr) []string {
 // addresses another device can reach are published, unless the device listens on
 // loopback only (one machine: tests, the demo).
 func TestPublishedAddrsSkipLoopbackAndLinkLocal(t *testing.T) {
-	pub := publishAddrs(nil)
+	pub := publishAddrs(nil, nil)
 	got := addrSet(pub(mas(t, "/ip4/127.0.0.1/tcp/7420", "/ip4/192.0.2.2/tcp/7420", "/ip6/::1/tcp/7420",
 		"/ip6/fe80::fc:ff:fe00:1/tcp/7420", "/ip6/fd00::2/tcp/7420")))
 	want := []string{"/ip4/192.0.2.2/tcp/7420", "/ip6/fd00::2/tcp/7420"}

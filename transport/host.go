@@ -21,6 +21,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/pnet"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
@@ -92,6 +93,10 @@ type Host struct {
 	seen   map[peer.ID]*atomic.Int64 // last message received from a peer, unix ns
 
 	reach reach // per-member probes (reach.go)
+
+	relaySvc *relay.Relay                   // the member relay service (relay.go)
+	resv     reservations                   // this device's reservations on relay members
+	circuits *atomic.Pointer[[]ma.Multiaddr] // published addresses through those relays
 }
 
 // NewHost validates cfg, loads or creates the identity and the address book, starts
@@ -149,6 +154,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if loose := LooseModes(cfg.DataDir); len(loose) > 0 {
 		log.Warn("others can read this device's data dir or keys: chmod 700 the dir and 600 the keys", "paths", loose)
 	}
+	circuits := new(atomic.Pointer[[]ma.Multiaddr])
 	g := newGater(log, cfg.Now)
 	for p := range book.all() {
 		g.setMember(p, true)
@@ -164,8 +170,17 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		libp2p.Security(noise.ID, noise.New),
 		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
 		libp2p.ConnectionGater(g),
-		libp2p.DisableRelay(),
-		libp2p.AddrsFactory(publishAddrs(adv)),
+		// Dial and accept relayed connections (circuit v2) and upgrade them by hole
+		// punching (DCUtR); the relay service itself is started below (libp2p's
+		// starts only once AutoNAT says public, which the member gater prevents).
+		libp2p.EnableRelay(),
+		libp2p.EnableHolePunching(),
+		libp2p.AddrsFactory(publishAddrs(adv, func() []ma.Multiaddr {
+			if c := circuits.Load(); c != nil {
+				return *c
+			}
+			return nil
+		})),
 		libp2p.WithDialTimeout(cfg.DialTimeout),
 		libp2p.DisableMetrics(),
 		libp2p.Ping(false),
@@ -178,7 +193,13 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	hst := &Host{h: h, cfg: cfg, log: log.With("node", shortPeer(h.ID().String())), gater: g, book: book, ctx: ctx, cancel: cancel}
+	hst := &Host{h: h, cfg: cfg, log: log.With("node", shortPeer(h.ID().String())), gater: g, book: book, ctx: ctx, cancel: cancel,
+		circuits: circuits}
+	if err := hst.startRelay(); err != nil {
+		_ = h.Close()
+		cancel()
+		return nil, fmt.Errorf("start relay service: %w", err)
+	}
 	for p, addrs := range book.all() {
 		h.Peerstore().AddAddrs(p, addrs, peerstore.PermanentAddrTTL)
 	}
@@ -190,13 +211,14 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	}
 	// The ping protocol answers reach.go's probes (to peers the gater admits).
 	ping.NewPingService(h)
-	hst.wg.Add(3)
+	hst.wg.Add(4)
 	go func() {
 		defer hst.wg.Done()
 		hst.ConnectMembers(ctx)
 	}()
 	go hst.refreshAddrs(sub)
 	go hst.probeLoop()
+	go hst.reserveLoop()
 	return hst, nil
 }
 
@@ -315,12 +337,20 @@ func (h *Host) Connect(ctx context.Context, p peer.AddrInfo) error {
 	if len(p.Addrs) > 0 {
 		h.h.Peerstore().AddAddrs(p.ID, p.Addrs, peerstore.TempAddrTTL)
 	}
+	if h.gater.isMember(p.ID) {
+		// A member behind a NAT may be reachable only through a relay member, and
+		// its published circuit addresses may not have reached this device yet.
+		h.h.Peerstore().AddAddrs(p.ID, h.viaRelays(p.ID), peerstore.TempAddrTTL)
+	}
 	dctx, cancel := context.WithTimeout(ctx, h.cfg.DialTimeout)
 	defer cancel()
-	// Force a direct dial: it skips libp2p's dial backoff (up to minutes after a failure),
-	// which would otherwise outlast a peer's restart or a healed partition.
-	dctx = network.WithForceDirectDial(dctx, "baton connect")
-	err := h.h.Connect(dctx, peer.AddrInfo{ID: p.ID})
+	// Skip libp2p's dial backoff (up to minutes after a failure), which would otherwise
+	// outlast a peer's restart or a healed partition. (WithForceDirectDial would skip
+	// it too, but also the peer's relay addresses.)
+	if sw, ok := h.h.Network().(*swarm.Swarm); ok {
+		sw.Backoff().Clear(p.ID)
+	}
+	err := h.h.Connect(network.WithAllowLimitedConn(dctx, "baton connect"), peer.AddrInfo{ID: p.ID})
 	if err == nil {
 		// The dialer finishes its handshake before the listener's gater decides, so a
 		// refusal shows up as a connection closed during identify.
@@ -544,6 +574,9 @@ func (h *Host) lastSeen(p peer.ID) time.Time {
 func (h *Host) Close() error {
 	h.closeOnce.Do(func() {
 		h.cancel()
+		if h.relaySvc != nil {
+			_ = h.relaySvc.Close()
+		}
 		h.closeErr = h.h.Close()
 		h.wg.Wait()
 	})
