@@ -94,8 +94,8 @@ type Host struct {
 
 	reach reach // per-member probes (reach.go)
 
-	relaySvc *relay.Relay                   // the member relay service (relay.go)
-	resv     reservations                   // this device's reservations on relay members
+	relaySvc *relay.Relay                    // the member relay service (relay.go)
+	resv     reservations                    // this device's reservations on relay members
 	circuits *atomic.Pointer[[]ma.Multiaddr] // published addresses through those relays
 }
 
