@@ -45,6 +45,11 @@ type ProcsConfig struct {
 	OnEvent func(Event)
 	// Flags, optional, returns extra flags for slot i's `baton run` or `join`.
 	Flags func(i int) []string
+	// Listen, optional, returns slot i's --listen address (default: a free
+	// loopback port). Exec, optional, returns a command prefix for slot i's
+	// processes (e.g. `ip netns exec NS`: the NAT tests' namespaces).
+	Listen func(i int) string
+	Exec   func(i int) []string
 }
 
 // proc is one `baton run` process of a device.
@@ -180,6 +185,9 @@ func NewProcCluster(cfg ProcsConfig) (*ProcCluster, error) {
 		l, err := freeListen()
 		if err != nil {
 			return nil, err
+		}
+		if cfg.Listen != nil {
+			l = cfg.Listen(i)
 		}
 		d := pc.addSlot(pc.cfg.Dir, nil)
 		d.proc = &proc{listen: l}
@@ -371,6 +379,11 @@ func (pc *ProcCluster) spawn(d *Device, verb string, arg ...string) error {
 	}
 	args = append(args, arg...)
 	cmd := exec.Command(pc.cfg.Bin, args...)
+	if pc.cfg.Exec != nil {
+		if pre := pc.cfg.Exec(d.Index); len(pre) > 0 {
+			cmd = exec.Command(pre[0], append(append(pre[1:len(pre):len(pre)], pc.cfg.Bin), args...)...)
+		}
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()

@@ -384,7 +384,10 @@ func classifyDialError(p peer.ID, err error) error {
 		unreachable := 0
 		for _, te := range de.DialErrors {
 			var oe *net.OpError
-			if errors.As(te.Cause, &oe) && oe.Op == "dial" {
+			_, relayed := relayOf(te.Address)
+			if (errors.As(te.Cause, &oe) && oe.Op == "dial") || relayed {
+				// A relay that holds no reservation for the peer (or is this device)
+				// says nothing about network keys either.
 				unreachable++
 			}
 		}

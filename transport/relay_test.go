@@ -12,7 +12,7 @@ import (
 // Two members that cannot dial each other (each publishes only an address nobody
 // listens on, as behind a NAT) reach each other through the third, a member relay:
 // they hold reservations on it, status shows the path as relayed through it, and
-// Raft (heartbeats, a 1 MiB entry, far beyond libp2p's default 128 KiB relay limit)
+// Raft (heartbeats, a 300 KiB entry, beyond libp2p's default 128 KiB relay limit)
 // and forwarding run over the relayed connection.
 func TestRelayedMembers(t *testing.T) {
 	psk, _ := GeneratePSK()
@@ -58,9 +58,9 @@ func TestRelayedMembers(t *testing.T) {
 		l := tc.leader(tc.nodes)
 		_ = l.raft.LeadershipTransferToServer(raft.ServerID(b.id().String()), raft.ServerAddress(b.id().String())).Error()
 	}
-	big := bytes.Repeat([]byte("x"), 1<<20)
+	big := bytes.Repeat([]byte("x"), 300<<10)
 	if _, err := c.cluster.Propose(ctxTimeout(t, patient), big); err != nil {
-		t.Fatalf("1 MiB proposal forwarded c -> b through the relay: %v", err)
+		t.Fatalf("300 KiB proposal forwarded c -> b through the relay: %v", err)
 	}
 	waitApplied(t, tc.nodes, big)
 	if !relayed(b, c) {
