@@ -5,12 +5,23 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/signer/node"
 )
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}
 
 // natNet is the NAT topology in network namespaces:
 //
@@ -114,6 +125,7 @@ func TestProcsNAT(t *testing.T) {
 	if testing.Short() {
 		t.Skip("procs mode builds and runs the binary")
 	}
+	began := time.Now()
 	n := natNamespaces(t)
 	bin := buildBaton(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 110*time.Second)
@@ -137,6 +149,7 @@ func TestProcsNAT(t *testing.T) {
 	if err := pc.Start(ctx); err != nil {
 		t.Fatalf("start (h1 and h2 join through the public member): %v", err)
 	}
+	t.Logf("started and joined after %v", time.Since(began).Round(time.Second))
 	ds := pc.Devices()
 	pub, h1, h2 := ds[0], ds[1], ds[2]
 	peerOf := func(from, to *Device) (node.PeerState, bool) {
@@ -182,6 +195,36 @@ func TestProcsNAT(t *testing.T) {
 	if err := pc.WaitSeq(ctx, h2, pc.MaxSeq()+5); err != nil {
 		t.Fatalf("h1 signing, h2 following: %v", err)
 	}
+	// Signed latency with the NAT'd holder h1: submitted at h2 (which reaches h1 only
+	// through the relay, unless hole-punched) and at the public member (direct to
+	// h1), alternated. Numbers for docs/BENCHMARKS.md, never asserted.
+	var viaRelay, direct []time.Duration
+	for round := range 4 {
+		for _, d := range []*Device{h2, pub} {
+			sub := pc.DeviceTarget(d)()
+			if len(sub) == 0 {
+				t.Fatalf("%s not running", d.Label())
+			}
+			for i := range 5 {
+				id := fmt.Sprintf("lat-%s-%d-%d", d.Name, round, i)
+				start := time.Now()
+				sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+				_, err := sub[0].Submitter.Submit(sctx, intentlog.Intent{ID: id, Op: intentlog.OpPut, Path: "nat/" + id, Value: []byte(id)}, node.WaitSigned)
+				scancel()
+				if err != nil {
+					t.Fatalf("submit %s at %s: %v", id, d.Label(), err)
+				}
+				if d == h2 {
+					viaRelay = append(viaRelay, time.Since(start))
+				} else {
+					direct = append(direct, time.Since(start))
+				}
+			}
+		}
+	}
+	p2, _ := peerOf(h2, h1)
+	t.Logf("signed p50 with the holder behind a NAT: at h2 (%s to the holder) %v, at the public member (direct) %v (%d each)",
+		p2.Path, median(viaRelay), median(direct), len(direct))
 	// kill -9 the NAT'd holder: another device takes over and the chain continues.
 	if err := pc.Kill(h1); err != nil {
 		t.Fatal(err)
@@ -208,6 +251,7 @@ func TestProcsNAT(t *testing.T) {
 	}
 	load.Stop()
 	<-load.Done()
+	t.Logf("load: %+v (%v since start)", load.Counts(), time.Since(began).Round(time.Second))
 	if err := pc.WaitConverged(ctx, pc.MaxSeq()); err != nil {
 		t.Fatal(err)
 	}
