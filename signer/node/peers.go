@@ -47,7 +47,7 @@ type QuorumState struct {
 	OK     bool `json:"ok"`
 	Voters int  `json:"voters"`
 	// Reachable counts the voters this device knows to be reachable, itself
-	// included; on a follower it knows only itself and the leader.
+	// included (its own probes of every member, Raft heartbeats with the leader).
 	Reachable int `json:"reachable_voters"`
 	Needed    int `json:"needed"` // a majority of the voters
 	// LeaderlessMs: how long this device has had no leader it hears from (0 when it
