@@ -55,7 +55,7 @@ func (n *natNet) in(ns string, args ...string) {
 }
 
 // natNamespaces builds the topology or skips the test saying why it cannot.
-func natNamespaces(t *testing.T) *natNet {
+func natNamespaces(t *testing.T, modes [2]string) *natNet {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("NAT test: needs root to create network namespaces (CI runs it as root)")
@@ -83,7 +83,7 @@ func natNamespaces(t *testing.T) *natNet {
 	n.in("pub", "ip", "link", "add", "br0", "type", "bridge")
 	n.in("pub", "ip", "addr", "add", "11.0.0.1/24", "dev", "br0")
 	n.in("pub", "ip", "link", "set", "br0", "up")
-	for i, mode := range []string{"", "fully-random"} {
+	for i, mode := range modes {
 		r, h := fmt.Sprintf("r%d", i+1), fmt.Sprintf("h%d", i+1)
 		wan, lan := fmt.Sprintf("11.0.0.1%d", i+1), fmt.Sprintf("10.%d.0", i+1)
 		// wan: r<i> <-> a port of br0 in pub
@@ -126,7 +126,7 @@ func TestProcsNAT(t *testing.T) {
 		t.Skip("procs mode builds and runs the binary")
 	}
 	began := time.Now()
-	n := natNamespaces(t)
+	n := natNamespaces(t, [2]string{"", "fully-random"})
 	bin := buildBaton(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 110*time.Second)
 	defer cancel()
