@@ -45,6 +45,11 @@ type ProcsConfig struct {
 	OnEvent func(Event)
 	// Flags, optional, returns extra flags for slot i's `baton run` or `join`.
 	Flags func(i int) []string
+	// Listen, optional, returns slot i's --listen address (default: a free
+	// loopback port). Exec, optional, returns a command prefix for slot i's
+	// processes (e.g. `ip netns exec NS`: the NAT tests' namespaces).
+	Listen func(i int) string
+	Exec   func(i int) []string
 }
 
 // proc is one `baton run` process of a device.
@@ -54,6 +59,9 @@ type proc struct {
 	// devices never get one port) and logged it; every restart reuses it, as an
 	// operator keeps a device's --listen stable.
 	port int
+	// listen, when set (ProcsConfig.Listen), is the device's --listen address
+	// instead of a loopback port.
+	listen string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -195,6 +203,9 @@ func NewProcCluster(cfg ProcsConfig) (*ProcCluster, error) {
 	for i := 0; i < cfg.Nodes; i++ {
 		d := pc.addSlot(pc.cfg.Dir, nil)
 		d.proc = &proc{}
+		if cfg.Listen != nil {
+			d.proc.listen = cfg.Listen(i)
+		}
 	}
 	pc.state = pc.stateOf
 	pc.target = func(d *Device) Submitter {
@@ -424,12 +435,20 @@ func (pc *ProcCluster) spawn(d *Device, verb string, arg ...string) error {
 		p.port = loggedPort(d.Dir + ".log")
 	}
 	listen := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", p.port)
+	if p.listen != "" {
+		listen = p.listen
+	}
 	args := append([]string{verb, "--data", d.Dir, "--listen", listen}, pc.flags...)
 	if pc.cfg.Flags != nil {
 		args = append(args, pc.cfg.Flags(d.Index)...)
 	}
 	args = append(args, arg...)
 	cmd := exec.Command(pc.cfg.Bin, args...)
+	if pc.cfg.Exec != nil {
+		if pre := pc.cfg.Exec(d.Index); len(pre) > 0 {
+			cmd = exec.Command(pre[0], append(append(pre[1:len(pre):len(pre)], pc.cfg.Bin), args...)...)
+		}
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()

@@ -172,8 +172,16 @@ func newFrozenCluster(t *testing.T, setup func(*node), fLeads bool) (tc *testClu
 		t.Fatal(err)
 	}
 	tc = &testCluster{t: t, psk: psk}
-	for range 3 {
-		tc.nodes = append(tc.nodes, newNodeWith(t, psk, setup))
+	for i := range 3 {
+		tc.nodes = append(tc.nodes, newNodeWith(t, psk, func(n *node) {
+			if i == 0 {
+				// f's probes would dial the live members directly, around the proxy.
+				n.probe = time.Hour
+			}
+			if setup != nil {
+				setup(n)
+			}
+		}))
 	}
 	f, live = tc.nodes[0], tc.nodes[1:]
 	px = newFreezeProxy(t, manet(t, f.host.Addrs()[0]))

@@ -155,6 +155,10 @@ type node struct {
 	ctweak func(*node, *ClusterConfig)
 	// rtweak adjusts the RaftTransportConfig (Timeout 2 s by default).
 	rtweak func(*RaftTransportConfig)
+	// probe overrides HostConfig.ProbeInterval when not zero.
+	probe time.Duration
+	// advertise sets HostConfig.AdvertiseAddrs.
+	advertise []string
 
 	host      *Host
 	trans     *raft.NetworkTransport
@@ -174,12 +178,20 @@ func testLogger(t testing.TB) *slog.Logger {
 
 func newTestHost(t testing.TB, dir string, psk pnet.PSK, listen string) *Host {
 	t.Helper()
+	return newTestHostProbing(t, dir, psk, listen, 0, nil)
+}
+
+// newTestHostProbing is newTestHost with a probe interval (0: the default).
+func newTestHostProbing(t testing.TB, dir string, psk pnet.PSK, listen string, probe time.Duration, advertise []string) *Host {
+	t.Helper()
 	h, err := NewHost(HostConfig{
-		DataDir:     dir,
-		PSK:         psk,
-		ListenAddrs: []string{listen},
-		DialTimeout: 2 * time.Second,
-		Logger:      testLogger(t),
+		DataDir:        dir,
+		PSK:            psk,
+		ListenAddrs:    []string{listen},
+		DialTimeout:    2 * time.Second,
+		Logger:         testLogger(t),
+		ProbeInterval:  probe,
+		AdvertiseAddrs: advertise,
 	})
 	if err != nil {
 		t.Fatalf("new host: %v", err)
@@ -191,7 +203,7 @@ func newTestHost(t testing.TB, dir string, psk pnet.PSK, listen string) *Host {
 func (n *node) start() {
 	t := n.t
 	t.Helper()
-	n.host = newTestHost(t, n.dir, n.psk, n.listen)
+	n.host = newTestHostProbing(t, n.dir, n.psk, n.listen, n.probe, n.advertise)
 	if n.listen == "/ip4/127.0.0.1/tcp/0" {
 		n.listen = n.host.Addrs()[0].String() // restart on the same port
 	}

@@ -21,6 +21,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/pnet"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
+	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
@@ -47,6 +49,13 @@ type HostConfig struct {
 	// DefaultListenAddrs. QUIC, WebTransport and WebRTC addresses are refused
 	// (ErrUnsupportedAddr): libp2p cannot run them under a private network.
 	ListenAddrs []string
+	// AdvertiseAddrs, when set, are the only direct addresses this device publishes
+	// (invites, identify, member lists) instead of its listen addresses: TCP
+	// multiaddrs with a host (ip4, ip6 or dns) and a port, without /p2p, e.g. a
+	// router's forwarded port. Relay addresses are added to them. Without them the
+	// listen addresses are published minus loopback (unless listening on loopback
+	// only) and link-local ones. Optional.
+	AdvertiseAddrs []string
 	// DialTimeout bounds every outgoing dial including the handshake. Optional,
 	// defaults to DefaultDialTimeout. A peer with another PSK fails within it.
 	DialTimeout time.Duration
@@ -55,6 +64,10 @@ type HostConfig struct {
 	Logger *slog.Logger
 	// Now is the clock used for join windows. Optional, defaults to time.Now.
 	Now func() time.Time
+	// ProbeInterval is how often every member is probed (redialled when not
+	// connected, then one ping): each device measures reachability itself.
+	// Optional, defaults to DefaultProbeInterval.
+	ProbeInterval time.Duration
 }
 
 // Host is a device's libp2p host: persistent identity, TCP + Noise + yamux under a
@@ -78,6 +91,12 @@ type Host struct {
 
 	seenMu sync.Mutex
 	seen   map[peer.ID]*atomic.Int64 // last message received from a peer, unix ns
+
+	reach reach // per-member probes (reach.go)
+
+	relaySvc *relay.Relay                    // the member relay service (relay.go)
+	resv     reservations                    // this device's reservations on relay members
+	circuits *atomic.Pointer[[]ma.Multiaddr] // published addresses through those relays
 }
 
 // NewHost validates cfg, loads or creates the identity and the address book, starts
@@ -101,6 +120,9 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.ProbeInterval <= 0 {
+		cfg.ProbeInterval = DefaultProbeInterval
+	}
 	listen := make([]ma.Multiaddr, 0, len(cfg.ListenAddrs))
 	for _, s := range cfg.ListenAddrs {
 		a, err := parseListenAddr(s)
@@ -108,6 +130,14 @@ func NewHost(cfg HostConfig) (*Host, error) {
 			return nil, err
 		}
 		listen = append(listen, a)
+	}
+	var adv []ma.Multiaddr
+	for _, s := range cfg.AdvertiseAddrs {
+		a, err := parseAdvertise(s)
+		if err != nil {
+			return nil, err
+		}
+		adv = append(adv, a)
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
@@ -124,6 +154,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if loose := LooseModes(cfg.DataDir); len(loose) > 0 {
 		log.Warn("others can read this device's data dir or keys: chmod 700 the dir and 600 the keys", "paths", loose)
 	}
+	circuits := new(atomic.Pointer[[]ma.Multiaddr])
 	g := newGater(log, cfg.Now)
 	for p := range book.all() {
 		g.setMember(p, true)
@@ -139,7 +170,17 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		libp2p.Security(noise.ID, noise.New),
 		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
 		libp2p.ConnectionGater(g),
-		libp2p.DisableRelay(),
+		// Dial and accept relayed connections (circuit v2) and upgrade them by hole
+		// punching (DCUtR); the relay service itself is started below (libp2p's
+		// starts only once AutoNAT says public, which the member gater prevents).
+		libp2p.EnableRelay(),
+		libp2p.EnableHolePunching(),
+		libp2p.AddrsFactory(publishAddrs(adv, func() []ma.Multiaddr {
+			if c := circuits.Load(); c != nil {
+				return *c
+			}
+			return nil
+		})),
 		libp2p.WithDialTimeout(cfg.DialTimeout),
 		libp2p.DisableMetrics(),
 		libp2p.Ping(false),
@@ -152,7 +193,13 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	hst := &Host{h: h, cfg: cfg, log: log.With("node", shortPeer(h.ID().String())), gater: g, book: book, ctx: ctx, cancel: cancel}
+	hst := &Host{h: h, cfg: cfg, log: log.With("node", shortPeer(h.ID().String())), gater: g, book: book, ctx: ctx, cancel: cancel,
+		circuits: circuits}
+	if err := hst.startRelay(); err != nil {
+		_ = h.Close()
+		cancel()
+		return nil, fmt.Errorf("start relay service: %w", err)
+	}
 	for p, addrs := range book.all() {
 		h.Peerstore().AddAddrs(p, addrs, peerstore.PermanentAddrTTL)
 	}
@@ -162,12 +209,16 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		cancel()
 		return nil, fmt.Errorf("subscribe to identify events: %w", err)
 	}
-	hst.wg.Add(2)
+	// The ping protocol answers reach.go's probes (to peers the gater admits).
+	ping.NewPingService(h)
+	hst.wg.Add(4)
 	go func() {
 		defer hst.wg.Done()
 		hst.ConnectMembers(ctx)
 	}()
 	go hst.refreshAddrs(sub)
+	go hst.probeLoop()
+	go hst.reserveLoop()
 	return hst, nil
 }
 
@@ -252,13 +303,14 @@ func (h *Host) ID() peer.ID { return h.h.ID() }
 // LibP2P returns the underlying libp2p host (for diagnostics; do not close it).
 func (h *Host) LibP2P() host.Host { return h.h }
 
-// Addrs returns the addresses this host listens on, without the /p2p component.
+// Addrs returns the addresses this host publishes (HostConfig.AdvertiseAddrs, or the
+// listen addresses others can dial), without the /p2p component.
 func (h *Host) Addrs() []ma.Multiaddr { return h.h.Addrs() }
 
-// AddrInfo returns this host's peer ID and listen addresses.
+// AddrInfo returns this host's peer ID and published addresses.
 func (h *Host) AddrInfo() peer.AddrInfo { return peer.AddrInfo{ID: h.h.ID(), Addrs: h.h.Addrs()} }
 
-// P2PAddrs returns the listen addresses with the /p2p/<id> component, the form a
+// P2PAddrs returns the published addresses with the /p2p/<id> component, the form a
 // joining device is given.
 func (h *Host) P2PAddrs() []ma.Multiaddr {
 	as, _ := peer.AddrInfoToP2pAddrs(&peer.AddrInfo{ID: h.h.ID(), Addrs: h.h.Addrs()})
@@ -285,12 +337,20 @@ func (h *Host) Connect(ctx context.Context, p peer.AddrInfo) error {
 	if len(p.Addrs) > 0 {
 		h.h.Peerstore().AddAddrs(p.ID, p.Addrs, peerstore.TempAddrTTL)
 	}
+	if h.gater.isMember(p.ID) {
+		// A member behind a NAT may be reachable only through a relay member, and
+		// its published circuit addresses may not have reached this device yet.
+		h.h.Peerstore().AddAddrs(p.ID, h.viaRelays(p.ID), peerstore.TempAddrTTL)
+	}
 	dctx, cancel := context.WithTimeout(ctx, h.cfg.DialTimeout)
 	defer cancel()
-	// Force a direct dial: it skips libp2p's dial backoff (up to minutes after a failure),
-	// which would otherwise outlast a peer's restart or a healed partition.
-	dctx = network.WithForceDirectDial(dctx, "baton connect")
-	err := h.h.Connect(dctx, peer.AddrInfo{ID: p.ID})
+	// Skip libp2p's dial backoff (up to minutes after a failure), which would otherwise
+	// outlast a peer's restart or a healed partition. (WithForceDirectDial would skip
+	// it too, but also the peer's relay addresses.)
+	if sw, ok := h.h.Network().(*swarm.Swarm); ok {
+		sw.Backoff().Clear(p.ID)
+	}
+	err := h.h.Connect(network.WithAllowLimitedConn(dctx, "baton connect"), peer.AddrInfo{ID: p.ID})
 	if err == nil {
 		// The dialer finishes its handshake before the listener's gater decides, so a
 		// refusal shows up as a connection closed during identify.
@@ -324,7 +384,10 @@ func classifyDialError(p peer.ID, err error) error {
 		unreachable := 0
 		for _, te := range de.DialErrors {
 			var oe *net.OpError
-			if errors.As(te.Cause, &oe) && oe.Op == "dial" {
+			_, relayed := relayOf(te.Address)
+			if (errors.As(te.Cause, &oe) && oe.Op == "dial") || relayed {
+				// A relay that holds no reservation for the peer (or is this device)
+				// says nothing about network keys either.
 				unreachable++
 			}
 		}
@@ -424,6 +487,7 @@ func (h *Host) dropPeer(p peer.ID) {
 	h.seenMu.Lock()
 	delete(h.seen, p)
 	h.seenMu.Unlock()
+	h.forgetProbe(p)
 }
 
 // Members returns the address book: every known member except this device.
@@ -513,6 +577,9 @@ func (h *Host) lastSeen(p peer.ID) time.Time {
 func (h *Host) Close() error {
 	h.closeOnce.Do(func() {
 		h.cancel()
+		if h.relaySvc != nil {
+			_ = h.relaySvc.Close()
+		}
 		h.closeErr = h.h.Close()
 		h.wg.Wait()
 	})

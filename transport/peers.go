@@ -41,12 +41,34 @@ type PeerStatus struct {
 	// Stalled is how long the oldest Raft write to the member in progress has been
 	// waiting: it accepts no data (a full window). 0 when no write waits.
 	Stalled time.Duration
+
+	// This device's own probes of the member (every HostConfig.ProbeInterval: a
+	// redial when not connected, then one ping), whatever the Raft roles.
+	// Probed: a probe has completed since this host started (otherwise the fields
+	// below are zero). Answering: the last probe got its answer.
+	Probed, Answering bool
+	// LastAnswer is when a probe last got its answer (zero: never).
+	LastAnswer time.Time
+	// RTT is the round trip of the last answered probe.
+	RTT time.Duration
+	// ProbeErr is the last failed probe's error ("" when the last one answered).
+	ProbeErr string
+	// Path is how the member is connected now: direct, relayed (through Relay, a
+	// member serving as circuit relay) or none.
+	Path  Path
+	Relay peer.ID
+	// Since is when the current state began: this path while answering, or the
+	// first unanswered probe.
+	Since time.Time
+	// ProbeInterval is the probe period (to judge how recent LastAnswer is).
+	ProbeInterval time.Duration
 }
 
 // Peers reports every member of the Raft configuration (as last applied locally),
 // this device included, with its reachability. It reads local state only: no
-// message is sent, nothing waits for a quorum, and nothing runs in the background to
-// feed it (LastSeen is one atomic store per Raft read and per forwarded message).
+// message is sent and nothing waits for a quorum. Two things feed it: LastSeen is
+// one atomic store per Raft read and per forwarded message, and the host's probe
+// loop measures every member (answering, path, round trip) once per ProbeInterval.
 func (c *Cluster) Peers() ([]PeerStatus, error) {
 	f := c.r.GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -83,6 +105,13 @@ func (c *Cluster) Peers() ([]PeerStatus, error) {
 		}
 		if layer != nil {
 			st.Stalled = layer.blockedWrite(p)
+		}
+		pr := c.h.probeOf(p)
+		st.Probed, st.Answering, st.LastAnswer, st.RTT, st.ProbeErr = pr.probed, pr.probed && pr.ok, pr.lastOK, pr.rtt, pr.err
+		st.Relay, st.Since, st.ProbeInterval = pr.relay, pr.pathSince, c.h.cfg.ProbeInterval
+		st.Path, st.Relay = c.h.pathTo(p)
+		if !pr.probed {
+			st.Since = time.Time{}
 		}
 		out = append(out, st)
 	}

@@ -248,13 +248,16 @@ func (h *Host) newStream(ctx context.Context, p peer.ID, proto protocol.ID) (net
 	if h.ctx.Err() != nil {
 		return nil, ErrClosed
 	}
-	ctx = network.WithForceDirectDial(ctx, "baton")
+	// Connect clears the backoff; a relayed connection is as good as a direct one
+	// (WithForceDirectDial would skip relay addresses and relayed connections).
 	if h.h.Network().Connectedness(p) != network.Connected {
 		if err := h.Connect(ctx, peer.AddrInfo{ID: p}); err != nil {
 			return nil, err
 		}
 	}
-	return h.h.NewStream(ctx, p, proto)
+	// A relayed connection may be limited (member relays set no limit, but another
+	// relay's could): streams on it are allowed rather than waiting for a direct one.
+	return h.h.NewStream(network.WithAllowLimitedConn(ctx, "baton"), p, proto)
 }
 
 // streamConn adapts a libp2p stream to net.Conn.

@@ -33,7 +33,10 @@ not run again.
 The device made with ` + "`init --new-chain`" + ` bootstraps the cluster on its first run.
 Others join once, with ` + "`baton join --invite-file F`" + `; after that a plain ` + "`baton run`" + `
 restarts them. Keep a device's --listen addresses stable across restarts: the other
-members remember them. --metrics-addr serves only GET /metrics and GET /healthz (for
+members remember them. Invites and members get the addresses others can dial: the
+listen addresses without loopback (unless listening on loopback only) and link-local
+ones, or only --advertise's (a router's forwarded port, a DNS name) when given.
+--metrics-addr serves only GET /metrics and GET /healthz (for
 Prometheus), never the API.`
 
 const runExample = `  baton run --data ~/.baton
@@ -57,6 +60,7 @@ const joinExample = `  baton join --data /tmp/b2 --listen /ip4/127.0.0.1/tcp/740
 type runFlags struct {
 	data         *string
 	listen       *string
+	advertise    *string
 	apiAddr      *string
 	apiTokenFile *string
 	metricsAddr  *string
@@ -80,6 +84,7 @@ func addRunFlags(fs *pflag.FlagSet, join bool) *runFlags {
 	f := &runFlags{
 		data:         dataFlag(fs),
 		listen:       fs.String("listen", strings.Join(transport.DefaultListenAddrs, ","), "libp2p TCP listen `multiaddrs`, comma-separated"),
+		advertise:    fs.String("advertise", "", "publish only these TCP `multiaddrs` (comma-separated, e.g. a router's forwarded port /ip4/203.0.113.7/tcp/7420) in invites and to members, instead of the listen addresses"),
 		apiAddr:      fs.String("api-addr", "", "also serve the API on this TCP `host:port` (always with a bearer token)"),
 		apiTokenFile: fs.String("api-token-file", "", "the TCP API's bearer token `file` (default DIR/api.token, created 0600 when missing)"),
 		metricsAddr:  fs.String("metrics-addr", "", "serve only GET /metrics and /healthz on this TCP `host:port` (for Prometheus)"),
@@ -173,6 +178,7 @@ func (c *cli) prepare(f *runFlags, inv *device.Invite) (*startPlan, error) {
 	if len(listen) == 0 {
 		return nil, usagef("--listen is empty")
 	}
+	advertise := splitList(*f.advertise)
 	logger, logs, err := newLogger(c, *f.logLevel, *f.logFormat)
 	if err != nil {
 		return nil, err
@@ -227,6 +233,7 @@ func (c *cli) prepare(f *runFlags, inv *device.Invite) (*startPlan, error) {
 		}
 	}
 	s.cfg.ListenAddrs = listen
+	s.cfg.AdvertiseAddrs = advertise
 	s.cfg.NewHistory = *f.newHistory
 	s.cfg.TTL, s.cfg.Tick = *f.ttl, *f.tick
 	s.cfg.Logger = logger
@@ -386,6 +393,8 @@ func (c *cli) runNode(ctx context.Context, f *runFlags, inv *device.Invite) (err
 // startError explains why the node did not start, in one line.
 func startError(err error, f *runFlags, cfg node.Config, ctx context.Context) error {
 	switch {
+	case errors.Is(err, transport.ErrBadAdvertise):
+		return fmt.Errorf("--advertise %s: %s", *f.advertise, api.Message(err))
 	case errors.Is(err, transport.ErrAddrInUse):
 		return fmt.Errorf("--listen %s: the address is already in use (another baton device or another program listens there): give this device its own port", *f.listen)
 	case errors.Is(err, transport.ErrBadToken):

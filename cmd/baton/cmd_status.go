@@ -15,7 +15,9 @@ import (
 const statusLong = `Shows this device, Raft (role, leader, term, indexes), whether it reaches a quorum,
 the lease (holder, epoch, expires in), the chain head, pending intents, the signer
 loop's last error and how long ago it happened, and every member with its
-reachability and when it was last heard from. Answers even without a quorum (then it
+reachability as this device measures it (a probe every second: answering or why not,
+direct or relayed and through which member, round trip, since when) and when it was
+last heard from. Answers even without a quorum (then it
 says so: this device's view of the lease may be stale).`
 
 const statusExample = `  baton status --data /tmp/b1
@@ -176,7 +178,7 @@ func printPeers(w io.Writer, st node.State, indent string) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "  ID\tROLE\tREACHABLE\tLAST HEARD\tADDRESS\n")
+	fmt.Fprintf(tw, "  ID\tROLE\tREACHABLE\tPATH\tRTT\tSINCE\tLAST HEARD\tADDRESS\n")
 	for _, p := range st.Peers {
 		role := "voter"
 		if !p.Voter {
@@ -195,9 +197,28 @@ func printPeers(w io.Writer, st node.State, indent string) {
 		case p.Reachable:
 			reach = "yes"
 		case p.Unknown:
-			reach = "unknown (not in contact)"
+			reach = "unknown (not probed yet)"
 		case p.Connected:
 			reach = "no (connected, silent)"
+		case p.ProbeError != "":
+			reach = "no (" + p.ProbeError + ")"
+		}
+		path, rtt, since := "-", "-", "-"
+		if !p.Self {
+			switch {
+			case p.Path == "relayed" && p.Relay != "":
+				path = "relayed via " + shortPeer(p.Relay)
+			case p.Path != "":
+				path = p.Path
+			default:
+				path = "none"
+			}
+			if p.Reachable && p.RTTMicros > 0 {
+				rtt = (time.Duration(p.RTTMicros) * time.Microsecond).String()
+			}
+			if p.SinceMs >= 0 {
+				since = ago(ms(p.SinceMs))
+			}
 		}
 		if !p.Self && p.LastSeenMs >= 0 {
 			heard = ago(ms(p.LastSeenMs)) + " ago"
@@ -209,7 +230,7 @@ func printPeers(w io.Writer, st node.State, indent string) {
 		if len(p.Addrs) > 0 {
 			addr = p.Addrs[0]
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", p.ID, role, reach, heard, addr)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, role, reach, path, rtt, since, heard, addr)
 	}
 	tw.Flush()
 }

@@ -19,6 +19,8 @@ var (
 	descReachVoters = prometheus.NewDesc("baton_raft_reachable_voters", "Voters this device reaches (itself included).", nil, nil)
 	descPeerUp      = prometheus.NewDesc("baton_peer_reachable", "1 when the member is reachable from this device (see PeerState.Reachable).", []string{"peer"}, nil)
 	descPeerSeen    = prometheus.NewDesc("baton_peer_last_seen_seconds", "Seconds since a message from the member was last received (no series when never).", []string{"peer"}, nil)
+	descPeerRTT     = prometheus.NewDesc("baton_peer_rtt_seconds", "Round trip of this device's last answered probe of the member (0 for itself; no series before the first answer).", []string{"peer"}, nil)
+	descPeerRelayed = prometheus.NewDesc("baton_peer_relayed", "1 when the member is connected only through a relay (another member), 0 when directly (no series when not connected).", []string{"peer"}, nil)
 	descRemoved     = prometheus.NewDesc("baton_removed", "1 once this device left or was removed from its cluster.", nil, nil)
 )
 
@@ -67,6 +69,18 @@ func (o opsCollector) Collect(ch chan<- prometheus.Metric) {
 		g(descPeerUp, b(p.Reachable), p.ID)
 		if p.LastSeenMs >= 0 {
 			g(descPeerSeen, float64(p.LastSeenMs)/1000, p.ID)
+		}
+		switch {
+		case p.Self:
+			g(descPeerRTT, 0, p.ID)
+			g(descPeerRelayed, 0, p.ID)
+		default:
+			if p.RTTMicros > 0 {
+				g(descPeerRTT, float64(p.RTTMicros)/1e6, p.ID)
+			}
+			if p.Path != "" {
+				g(descPeerRelayed, b(p.Path == "relayed"), p.ID)
+			}
 		}
 	}
 	g(descRemoved, b(st.Removed))

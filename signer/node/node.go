@@ -43,6 +43,10 @@ type Config struct {
 	DataDir string
 	// ListenAddrs are libp2p TCP multiaddrs. Optional, default transport.DefaultListenAddrs.
 	ListenAddrs []string
+	// AdvertiseAddrs, when set, are the only direct addresses this device publishes
+	// (invites, member lists) instead of its listen addresses (transport.HostConfig).
+	// Optional.
+	AdvertiseAddrs []string
 	// PSK is the network key. Required.
 	PSK pnet.PSK
 	// ChainKey is the chain key. nil: a replica that never signs (it still verifies).
@@ -143,7 +147,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("start: %w", err)
 	}
 	host, err := transport.NewHost(transport.HostConfig{DataDir: cfg.DataDir, PSK: cfg.PSK,
-		ListenAddrs: cfg.ListenAddrs, Logger: cfg.Logger})
+		ListenAddrs: cfg.ListenAddrs, AdvertiseAddrs: cfg.AdvertiseAddrs, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("start: host: %w", err)
 	}

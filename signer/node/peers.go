@@ -16,12 +16,24 @@ type PeerState struct {
 	Addrs  []string `json:"addrs,omitempty"`
 	// Connected: an open libp2p connection to the member now.
 	Connected bool `json:"connected"`
-	// Reachable: heard from within a few heartbeats and not stalled, where this device
-	// expects heartbeats (it leads, or the member does); otherwise (two followers,
-	// which exchange nothing at rest) connected. Unknown marks the latter when not
-	// connected: nothing says whether the member is up.
+	// Reachable: this device's own probe (a ping every probe interval, redialling
+	// when needed) got an answer within the last three intervals, and, where this
+	// device expects Raft heartbeats (it leads, or the member does), heard from
+	// within a few heartbeats and no Raft write stalled. Unknown: no probe has
+	// completed yet since this device started (the first second or so).
 	Reachable bool `json:"reachable"`
 	Unknown   bool `json:"reachability_unknown,omitempty"`
+	// Path: how the member is connected now, "direct", "relayed" (through Relay,
+	// a member serving as circuit relay) or "" (not connected).
+	Path  string `json:"path,omitempty"`
+	Relay string `json:"relay,omitempty"`
+	// RTTMicros: the last answered probe's round trip (0: none yet).
+	RTTMicros int64 `json:"rtt_us,omitempty"`
+	// SinceMs: how long ago the current state began (this path while reachable,
+	// the first unanswered probe otherwise); -1 when unknown.
+	SinceMs int64 `json:"since_ms"`
+	// ProbeError: the last failed probe's error ("" when it answered).
+	ProbeError string `json:"probe_error,omitempty"`
 	// LastSeenMs: how long ago a message from the member was last received (-1: never
 	// since this device started; 0 for this device itself).
 	LastSeenMs int64 `json:"last_seen_ms"`
@@ -35,7 +47,7 @@ type QuorumState struct {
 	OK     bool `json:"ok"`
 	Voters int  `json:"voters"`
 	// Reachable counts the voters this device knows to be reachable, itself
-	// included; on a follower it knows only itself and the leader.
+	// included (its own probes of every member, Raft heartbeats with the leader).
 	Reachable int `json:"reachable_voters"`
 	Needed    int `json:"needed"` // a majority of the voters
 	// LeaderlessMs: how long this device has had no leader it hears from (0 when it
@@ -66,7 +78,14 @@ func (n *Node) Peers() ([]PeerState, error) {
 	out := make([]PeerState, 0, len(ps))
 	for _, p := range ps {
 		s := PeerState{ID: p.ID.String(), Voter: p.Suffrage == raft.Voter, Leader: p.Leader, Self: p.Self,
-			Connected: p.Connected, LastSeenMs: -1, StalledMs: p.Stalled.Milliseconds()}
+			Connected: p.Connected, LastSeenMs: -1, StalledMs: p.Stalled.Milliseconds(), SinceMs: -1,
+			Path: string(p.Path), RTTMicros: p.RTT.Microseconds(), ProbeError: p.ProbeErr}
+		if p.Relay != "" {
+			s.Relay = p.Relay.String()
+		}
+		if !p.Since.IsZero() {
+			s.SinceMs = now.Sub(p.Since).Milliseconds()
+		}
 		for _, a := range p.Addrs {
 			s.Addrs = append(s.Addrs, a.String())
 		}
@@ -78,12 +97,15 @@ func (n *Node) Peers() ([]PeerState, error) {
 				s.LastSeenMs = now.Sub(p.LastSeen).Milliseconds()
 			}
 			heard := !p.LastSeen.IsZero() && now.Sub(p.LastSeen) < window
+			answers := p.Answering && now.Sub(p.LastAnswer) < 3*p.ProbeInterval
 			expect := selfLeads || p.Leader
 			switch {
 			case expect:
+				// Raft's heartbeats are the finer signal here: a member whose Raft is
+				// silent is not reachable, whatever its ping says.
 				s.Reachable = heard && p.Stalled < window
-			case p.Connected:
-				s.Reachable = p.Stalled < window
+			case p.Probed:
+				s.Reachable = answers && p.Stalled < window
 			default:
 				s.Unknown = true
 			}

@@ -1,0 +1,195 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// DefaultProbeInterval is how often a Host probes each member (HostConfig.ProbeInterval).
+const DefaultProbeInterval = time.Second
+
+// Path is how this device reaches a member now.
+type Path string
+
+const (
+	PathNone    Path = ""        // not connected
+	PathDirect  Path = "direct"  // a direct TCP connection (dialled, or hole-punched by DCUtR)
+	PathRelayed Path = "relayed" // only through a circuit relay (another member)
+)
+
+// probeState is one member's measured reachability. Guarded by reach.mu.
+type probeState struct {
+	inflight  bool
+	probed    bool          // a probe has completed since this host started
+	ok        bool          // the last probe got its answer
+	lastOK    time.Time     // when a probe last got its answer
+	rtt       time.Duration // the last answered probe's round trip
+	err       string        // the last failed probe's error
+	path      Path          // the path at the last probe
+	relay     peer.ID       // the relay of a relayed path
+	pathSince time.Time     // when path (or being unanswered) began
+}
+
+// reach probes every member in the address book once per ProbeInterval: it redials
+// a member that is not connected (its book and relay addresses) and sends one libp2p
+// ping over the connection, so that every device knows by itself whether each member
+// answers, how (direct or relayed, through which relay) and the round trip, not only
+// the pairs Raft heartbeats connect (leader and followers).
+type reach struct {
+	mu    sync.Mutex
+	peers map[peer.ID]*probeState
+}
+
+// probeLoop runs until the host closes.
+func (h *Host) probeLoop() {
+	defer h.wg.Done()
+	t := time.NewTicker(h.cfg.ProbeInterval)
+	defer t.Stop()
+	for {
+		for p := range h.book.all() {
+			if p != h.h.ID() {
+				h.startProbe(p)
+			}
+		}
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// startProbe probes p in the background unless a probe of p is still running.
+func (h *Host) startProbe(p peer.ID) {
+	h.reach.mu.Lock()
+	if h.reach.peers == nil {
+		h.reach.peers = map[peer.ID]*probeState{}
+	}
+	st, ok := h.reach.peers[p]
+	if !ok {
+		st = &probeState{pathSince: time.Now()}
+		h.reach.peers[p] = st
+	}
+	if st.inflight {
+		h.reach.mu.Unlock()
+		return
+	}
+	st.inflight = true
+	h.reach.mu.Unlock()
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		rtt, err := h.probe(p)
+		path, relay := h.pathTo(p)
+		now := time.Now()
+		h.reach.mu.Lock()
+		defer h.reach.mu.Unlock()
+		st.inflight = false
+		if err == nil {
+			if !st.ok || path != st.path || relay != st.relay {
+				st.pathSince = now
+			}
+			st.ok, st.lastOK, st.rtt, st.err = true, now, rtt, ""
+		} else {
+			if st.ok || !st.probed {
+				st.pathSince = now
+			}
+			st.ok, st.err = false, probeError(err)
+		}
+		st.probed, st.path, st.relay = true, path, relay
+	}()
+}
+
+// probe connects to p if needed and measures one ping round trip, within a probe
+// interval (at least a second) and the dial timeout.
+func (h *Host) probe(p peer.ID) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(h.ctx, max(h.cfg.ProbeInterval, time.Second))
+	defer cancel()
+	if h.h.Network().Connectedness(p) != network.Connected {
+		if err := h.Connect(ctx, peer.AddrInfo{ID: p}); err != nil {
+			return 0, err
+		}
+	}
+	res := <-ping.Ping(ctx, h.h, p)
+	if res.Error != nil {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		return 0, res.Error
+	}
+	h.touch(p)
+	return res.RTT, nil
+}
+
+// pathTo reports how p is connected now: direct when any connection is, relayed
+// (and through which relay) when only relayed connections are.
+func (h *Host) pathTo(p peer.ID) (Path, peer.ID) {
+	path, relay := PathNone, peer.ID("")
+	for _, c := range h.h.Network().ConnsToPeer(p) {
+		if r, ok := relayOf(c.RemoteMultiaddr()); ok || c.Stat().Limited {
+			path, relay = PathRelayed, r
+			continue
+		}
+		return PathDirect, ""
+	}
+	return path, relay
+}
+
+// relayOf returns the relay's peer ID of a /p2p/<relay>/p2p-circuit address.
+func relayOf(a ma.Multiaddr) (peer.ID, bool) {
+	var relay peer.ID
+	for _, c := range a {
+		switch c.Protocol().Code {
+		case ma.P_P2P:
+			if id, err := peer.Decode(c.Value()); err == nil {
+				relay = id
+			}
+		case ma.P_CIRCUIT:
+			return relay, true
+		}
+	}
+	return "", false
+}
+
+// probeOf returns a copy of p's probe state (zero when never probed).
+func (h *Host) probeOf(p peer.ID) probeState {
+	h.reach.mu.Lock()
+	defer h.reach.mu.Unlock()
+	if st, ok := h.reach.peers[p]; ok {
+		return *st
+	}
+	return probeState{}
+}
+
+// forgetProbe drops p's probe state (p left the cluster).
+func (h *Host) forgetProbe(p peer.ID) {
+	h.reach.mu.Lock()
+	defer h.reach.mu.Unlock()
+	if st, ok := h.reach.peers[p]; ok && !st.inflight {
+		delete(h.reach.peers, p)
+	}
+}
+
+// probeError says why a probe failed in a few words (libp2p's dial errors span lines).
+func probeError(err error) string {
+	switch {
+	case errors.Is(err, ErrUnreachable):
+		return "unreachable: no address accepted a connection"
+	case errors.Is(err, ErrHandshake):
+		return "handshake failed: wrong or missing network key?"
+	case errors.Is(err, ErrRefused):
+		return "refused: it does not admit this device"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "no answer within the probe timeout"
+	}
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
+}
