@@ -305,6 +305,8 @@ func makeSchedule(seed int64, devices int, p Profile, dur, ttl time.Duration) []
 					a.Damage = "keep"
 				}
 			}
+		case FRepair, FLostDB, FRestore:
+			diskAction(&a, rng, target)
 		case FPause:
 			a.Dur = ttlTimes(1.2, 3)
 			a.Target, a.Dev = target()

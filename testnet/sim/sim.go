@@ -363,6 +363,10 @@ type world struct {
 	stepped    bool              // some clock was stepped (the failover bound doubles)
 	faultFree  bool              // nothing at all was injected
 	giveUpAt   time.Time         // clients stop retrying (zero: never)
+
+	// diskDown: dev+1 of the device down from a disk fault (faults_repair.go), 0:
+	// none; under mu.
+	diskDown int
 }
 
 type linkFault struct {
