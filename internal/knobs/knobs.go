@@ -30,4 +30,11 @@ type Node struct {
 	BeforePropose func(ctx context.Context, e any)
 	// Intentlog is passed to the node's intent log.
 	Intentlog *Intentlog
+	// NoFence turns off the catch-up fence (signer/node fence.go): a device that lost
+	// its Raft log votes and campaigns at once (issue 20 item 2, put back).
+	NoFence bool
+	// Rebootstrap: a device with an empty Raft log bootstraps as configured even when
+	// it lost the log it had (issue 20 item 3, put back: the founder's restart after a
+	// repair is refused).
+	Rebootstrap bool
 }

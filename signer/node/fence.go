@@ -77,9 +77,12 @@ type fence struct {
 	path   string // the mark file ("" disables the mark)
 	id     string
 
-	floor  uint64      // refuse votes in terms <= floor, entries of terms < floor
-	armed  atomic.Bool // refuse all votes until caught up
-	target atomic.Uint64
+	off         bool        // the NoFence knob: never armed
+	lost        bool        // the device lost Raft state it had (decide)
+	rebootstrap bool        // the Rebootstrap knob
+	floor       uint64      // refuse votes in terms <= floor, entries of terms < floor
+	armed       atomic.Bool // refuse all votes until caught up
+	target      atomic.Uint64
 
 	mu     sync.Mutex
 	reason string
@@ -115,6 +118,9 @@ func MarkRejoin(dir, reason string) error {
 // only record of the terms this device promised.
 func newFence(cfg Config, id string, logger *slog.Logger) (*fence, error) {
 	f := &fence{logger: logger, path: cfg.markFile(), id: id}
+	if k := cfg.Knobs; k != nil {
+		f.off, f.rebootstrap = k.NoFence, k.Rebootstrap
+	}
 	if f.path == "" {
 		return f, nil
 	}
@@ -159,6 +165,10 @@ func (f *fence) decide(dir string, lastIndex, term uint64) {
 		why = fmt.Sprintf("its Raft term is %d, but it had reached term %d (%s): a restored older copy?", term, f.mark.Term, f.path)
 	}
 	if why == "" {
+		return
+	}
+	f.lost = true
+	if f.off {
 		return
 	}
 	f.mu.Lock()
@@ -430,7 +440,7 @@ func (n *Node) rejoinOrFresh(others int) bool {
 	if n.log.Raft().LastIndex() != 0 {
 		return false
 	}
-	if !n.fence.armed.Load() {
+	if !n.fence.lost || n.fence.rebootstrap {
 		return true
 	}
 	if others > 0 {

@@ -21,6 +21,13 @@ type Knobs struct {
 	// DedupeCount > 0: the dedupe window is a count of IDs, not a retention period
 	// (bug c: a retry after DedupeCount other IDs is applied a second time).
 	DedupeCount int
+	// NoFence: a device that lost its Raft log (repair, lost raft.db, a restored
+	// older copy) votes and campaigns at once (issue 20 item 2). Rebootstrap: such a
+	// device with an empty log bootstraps as configured, which a chain key with a
+	// history refuses (item 3: every simulated device is a founder). Only the repair
+	// profile's faults make them matter.
+	NoFence     bool
+	Rebootstrap bool
 }
 
 // KnobsWired reports whether applyKnobs passes knobs to the code under test (it
@@ -36,7 +43,10 @@ func applyKnobs(k Knobs, cfg *node.Config) {
 	if cfg.Knobs == nil {
 		cfg.Knobs = &knobs.Node{}
 	}
-	cfg.Knobs.Intentlog = &knobs.Intentlog{EpochOnlyClaim: k.EpochOnlyClaim, DedupeCount: k.DedupeCount}
+	if k.EpochOnlyClaim || k.DedupeCount > 0 {
+		cfg.Knobs.Intentlog = &knobs.Intentlog{EpochOnlyClaim: k.EpochOnlyClaim, DedupeCount: k.DedupeCount}
+	}
+	cfg.Knobs.NoFence, cfg.Knobs.Rebootstrap = k.NoFence, k.Rebootstrap
 }
 
 // String is the form ParseKnobs reads: "epoch-only-claim,dedupe-count=64" ("" for
@@ -48,6 +58,12 @@ func (k Knobs) String() string {
 	}
 	if k.DedupeCount > 0 {
 		parts = append(parts, fmt.Sprintf("dedupe-count=%d", k.DedupeCount))
+	}
+	if k.NoFence {
+		parts = append(parts, "no-fence")
+	}
+	if k.Rebootstrap {
+		parts = append(parts, "rebootstrap")
 	}
 	return strings.Join(parts, ",")
 }
@@ -62,6 +78,10 @@ func ParseKnobs(s string) (Knobs, error) {
 		case "":
 		case "epoch-only-claim":
 			k.EpochOnlyClaim = true
+		case "no-fence":
+			k.NoFence = true
+		case "rebootstrap":
+			k.Rebootstrap = true
 		case "dedupe-count":
 			n, err := strconv.Atoi(val)
 			if err != nil || n <= 0 {
@@ -69,7 +89,7 @@ func ParseKnobs(s string) (Knobs, error) {
 			}
 			k.DedupeCount = n
 		default:
-			return Knobs{}, fmt.Errorf("sim: unknown knob %q (have epoch-only-claim, dedupe-count=N)", name)
+			return Knobs{}, fmt.Errorf("sim: unknown knob %q (have epoch-only-claim, dedupe-count=N, no-fence, rebootstrap)", name)
 		}
 	}
 	return k, nil
