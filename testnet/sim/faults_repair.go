@@ -36,6 +36,12 @@ func init() {
 			FRelease: 1, FTransfer: 1, FLeadership: 1, FDelay: 1},
 		Clients: 4, Think: 50 * time.Millisecond,
 		Timeout: [2]time.Duration{300 * time.Millisecond, 3 * time.Second}, WaitSigned: 0.3}
+	// repair-crash: log losses overlapping crashes of the others, the mix where a
+	// device that lost its log could help a stale device to a quorum (item 2).
+	profiles["repair-crash"] = Profile{Name: "repair-crash", FaultEvery: 500 * time.Millisecond,
+		Weights: map[string]int{FRestore: 4, FRepair: 3, FLostDB: 1, FCrash: 5},
+		Clients: 4, Think: 40 * time.Millisecond,
+		Timeout: [2]time.Duration{300 * time.Millisecond, 3 * time.Second}, WaitSigned: 0.3}
 }
 
 // diskAction fills in a disk fault drawn by the schedule.
