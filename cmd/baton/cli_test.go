@@ -60,7 +60,7 @@ func TestHelpGolden(t *testing.T) {
 		t.Fatalf("help: %d %q", code, errs)
 	}
 	golden(t, "help.golden", out)
-	for _, name := range []string{"status", "join", "lease transfer", "exec", "members"} {
+	for _, name := range []string{"status", "join", "lease transfer", "exec", "members", "repair"} {
 		args := append(strings.Fields(name), "--help")
 		code, out, errs := runCLI(t, nil, "", args...)
 		if code != 0 || errs != "" {

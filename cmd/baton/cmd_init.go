@@ -163,7 +163,12 @@ func chainBeside(dir, did string) (device.Keys, error) {
 		if did != "" && did != key.DID() {
 			return device.Keys{}, fmt.Errorf("--chain %s, but %s holds the key of %s", did, filepath.Join(dir, device.ChainKeyFile), key.DID())
 		}
-		return device.Keys{Chain: key.DID(), Key: key}, nil
+		// The key's history travels with it: a copy must not bootstrap a second one.
+		hist, err := device.ReadHistory(dir, key.DID())
+		if err != nil {
+			return device.Keys{}, err
+		}
+		return device.Keys{Chain: key.DID(), Key: key, History: hist}, nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return device.Keys{}, err
 	}

@@ -106,9 +106,19 @@ func printStatus(w io.Writer, st node.State) {
 	}
 	fmt.Fprintf(tw, "raft index\tcommit %d, applied %d, last %d; leader last heard %s\n", st.Raft.CommitIndex, st.Raft.AppliedIndex, st.Raft.LastIndex, contact)
 	q := st.Quorum
+	if r := st.Rejoin; r != nil {
+		target := "asking the leader how far"
+		if r.Target > 0 {
+			target = fmt.Sprintf("applied %d of %d", r.Applied, r.Target)
+		}
+		fmt.Fprintf(tw, "re-sync\tthis device lost Raft state (%s); it does not vote until it has caught up (%s)\n", r.Reason, target)
+	}
 	switch {
 	case st.Removed:
 		fmt.Fprintf(tw, "quorum\tnone: this device is no longer a member\n")
+	case st.Rejoin != nil && q.Voters == 0:
+		fmt.Fprintf(tw, "quorum\tunknown: this device has no Raft configuration yet; it waits for the leader of the members that hold the history "+
+			"(if every member was repaired or lost its log, none does: do not bootstrap, that starts a second history)\n")
 	case q.OK && st.Raft.Role == "Leader":
 		fmt.Fprintf(tw, "quorum\tok (%d of %d voters reachable, %d needed)\n", q.Reachable, q.Voters, q.Needed)
 	case q.OK:

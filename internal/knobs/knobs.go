@@ -51,4 +51,11 @@ type Node struct {
 	Signer *Signer
 	// Election is passed to the node's lease.
 	Election *Election
+	// NoFence turns off the catch-up fence (signer/node fence.go): a device that lost
+	// its Raft log votes and campaigns at once (issue 20 item 2, put back).
+	NoFence bool
+	// Rebootstrap: a device with an empty Raft log bootstraps as configured even when
+	// it lost the log it had (issue 20 item 3, put back: the founder's restart after a
+	// repair is refused).
+	Rebootstrap bool
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/pnet"
 
 	"github.com/batonhq/baton/signer/chain"
+	"github.com/batonhq/baton/signer/node"
 	"github.com/batonhq/baton/transport"
 )
 
@@ -58,6 +59,27 @@ type Keys struct {
 	Chain   string
 	Key     *chain.Ed25519Key // optional
 	Founder bool
+	// History is the chain key's history marker (node.GenesisFileName: which genesis
+	// the key belongs to), written beside the key. It travels wherever the key does
+	// (init --from a data dir or a backup, an invite with the key), so that the copy
+	// can not bootstrap a second history of the chain.
+	History []byte
+}
+
+// ReadHistory reads the history marker beside a chain key in dir (nil when there is
+// none) and checks it belongs to chain.
+func ReadHistory(dir, chain string) ([]byte, error) {
+	b, err := ReadSmall(filepath.Join(dir, node.GenesisFileName), 4096)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := node.CheckHistory(b, chain); err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	return b, nil
 }
 
 // NewChainKeys makes the keys of a new chain: a chain key and a network key.
@@ -148,7 +170,7 @@ func Create(dir string, k Keys) (_ *Device, err error) {
 	if len(k.PSK) != transport.PSKSize {
 		return nil, fmt.Errorf("network key: want %d bytes, got %d", transport.PSKSize, len(k.PSK))
 	}
-	for _, f := range []string{DeviceFile, NetworkKeyFile, ChainKeyFile} {
+	for _, f := range []string{DeviceFile, NetworkKeyFile, ChainKeyFile, node.GenesisFileName} {
 		if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
 			return nil, fmt.Errorf("%s: %w (keys are never overwritten; use another data dir)", filepath.Join(dir, f), ErrExists)
 		}
@@ -174,6 +196,14 @@ func Create(dir string, k Keys) (_ *Device, err error) {
 	if k.Key != nil {
 		if err := chain.SaveKey(filepath.Join(dir, ChainKeyFile), k.Key); err != nil {
 			return nil, err
+		}
+		if k.History != nil {
+			if err := node.CheckHistory(k.History, k.Chain); err != nil {
+				return nil, err
+			}
+			if err := writeFileExcl(filepath.Join(dir, node.GenesisFileName), k.History, 0o600); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := transport.WritePSKFile(filepath.Join(dir, NetworkKeyFile), k.PSK); err != nil {

@@ -40,6 +40,7 @@ type inviteDoc struct {
 	Net   string   `json:"net"`
 	Chain string   `json:"chain"`
 	Key   string   `json:"key,omitempty"`
+	Hist  string   `json:"hist,omitempty"` // the chain key's history marker (base64), with the key
 	Addrs []string `json:"addrs"`
 	Token string   `json:"token"`
 	Exp   int64    `json:"exp"`
@@ -53,6 +54,7 @@ type Invite struct {
 	Addrs   []string          // p2p multiaddrs of members (join seeds)
 	Token   []byte            // the join window's token
 	Expires time.Time
+	History []byte // the chain key's history marker (Keys.History); only with Key
 	seed    []byte
 }
 
@@ -76,6 +78,9 @@ func NewInvite(d *Device, addrs []string, token []byte, exp time.Time, withKey b
 			return nil, err
 		}
 		in.Key, in.seed = d.Key, seed
+		if in.History, err = ReadHistory(d.Dir, d.Chain); err != nil {
+			return nil, err
+		}
 	}
 	return in, nil
 }
@@ -95,6 +100,9 @@ func (in *Invite) Encode() (string, error) {
 			return "", fmt.Errorf("invite: the chain key's seed is unknown (build the invite with NewInvite)")
 		}
 		doc.Key = base64.StdEncoding.EncodeToString(in.seed)
+		if in.History != nil {
+			doc.Hist = base64.StdEncoding.EncodeToString(in.History)
+		}
 	}
 	b, err := json.Marshal(doc)
 	if err != nil {
@@ -164,6 +172,18 @@ func ParseInvite(s string) (*Invite, error) {
 			return nil, fmt.Errorf("%w: chain key does not match the chain %s", ErrBadInvite, doc.Chain)
 		}
 		in.Key, in.seed = k, seed
+		if doc.Hist != "" {
+			h, err := base64.StdEncoding.DecodeString(doc.Hist)
+			if err != nil {
+				return nil, fmt.Errorf("%w: hist is not base64", ErrBadInvite)
+			}
+			if err := node.CheckHistory(h, doc.Chain); err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrBadInvite, err)
+			}
+			in.History = h
+		}
+	} else if doc.Hist != "" {
+		return nil, fmt.Errorf("%w: a history marker without the chain key", ErrBadInvite)
 	}
 	if len(doc.Addrs) == 0 {
 		return nil, fmt.Errorf("%w: no member addresses", ErrBadInvite)
@@ -192,7 +212,9 @@ func (in *Invite) CheckFresh(now time.Time) error {
 }
 
 // Keys returns the keys the invite gives a new device.
-func (in *Invite) Keys() Keys { return Keys{PSK: in.PSK, Chain: in.Chain, Key: in.Key} }
+func (in *Invite) Keys() Keys {
+	return Keys{PSK: in.PSK, Chain: in.Chain, Key: in.Key, History: in.History}
+}
 
 // JoinConfig returns the node's join settings for this invite.
 func (in *Invite) JoinConfig(nonvoter bool) *node.JoinConfig {

@@ -65,11 +65,36 @@ func (n *Node) readRemembered() (remembered, bool, error) {
 	if err != nil {
 		return remembered{}, false, fmt.Errorf("read %s: %w", p, err)
 	}
-	var r remembered
-	if err := json.Unmarshal(b, &r); err != nil || r.Chain == "" || len(r.Genesis) != 64 {
+	r, err := parseRemembered(b)
+	if err != nil {
 		return remembered{}, false, fmt.Errorf("%s is corrupt: remove it only if you are sure this key has no other history", p)
 	}
 	return r, true, nil
+}
+
+func parseRemembered(b []byte) (remembered, error) {
+	var r remembered
+	if err := json.Unmarshal(b, &r); err != nil {
+		return remembered{}, err
+	}
+	if _, err := hex.DecodeString(r.Genesis); err != nil || r.Chain == "" || len(r.Genesis) != 64 {
+		return remembered{}, errors.New("not a genesis record")
+	}
+	return r, nil
+}
+
+// CheckHistory checks the content of a GenesisFile (the history a chain key belongs
+// to) before it travels with the key to another data dir (init --from, an invite):
+// it must be one and name chain.
+func CheckHistory(b []byte, chain string) error {
+	r, err := parseRemembered(b)
+	if err != nil {
+		return fmt.Errorf("%s: %w", GenesisFileName, err)
+	}
+	if r.Chain != chain {
+		return fmt.Errorf("%s belongs to chain %s, not %s", GenesisFileName, r.Chain, chain)
+	}
+	return nil
 }
 
 // checkIdentity compares this device's configuration and its remembered genesis with
@@ -98,8 +123,9 @@ func (n *Node) checkIdentity(bootstrapping bool) error {
 	if bootstrapping && has && !n.cfg.NewHistory {
 		return &IdentityError{Msg: fmt.Sprintf("the chain key of %s already has a history (genesis %s, index %d, remembered in %s): "+
 			"bootstrapping a new cluster with it would start a second history of the same chain, which any reader of the first sees as a fork. "+
-			"If raft.db was lost, re-join the existing cluster (baton init --from an invite) or restore the data dir; "+
-			"to start a second history anyway, set NewHistory (baton run --start-second-history)",
+			"To add this device to the cluster that holds the history, run `baton invite` on a running member and "+
+			"`baton join --data DIR --invite-file FILE` here (a new data dir is fine: the invite carries the keys); "+
+			"a member whose Raft log is damaged is re-synced with `baton repair`, not bootstrapped",
 			n.cfg.Chain, rem.Genesis[:16], rem.Index, n.genesisFile())}
 	}
 	return n.checkGenesis(n.log.View())

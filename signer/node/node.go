@@ -67,6 +67,10 @@ type Config struct {
 	// a history: it starts a second history of the same chain, which every reader of
 	// the first sees as a fork. Only for an operator who knows the first is gone.
 	NewHistory bool
+	// MarkFile keeps, outside the data dir, the highest Raft term this device reached
+	// and how far it had applied, so that a data dir restored from an older copy is
+	// recognised (see fence.go). Default <DataDir>.mark; "-" disables it.
+	MarkFile string
 	// Retention and MaxIDs go into the genesis a bootstrapping device writes: how long
 	// the dedupe window remembers an intent ID at least (log time; default 24 h) and
 	// an optional cap on remembered IDs (0: none). Fixed for the cluster's life.
@@ -117,6 +121,7 @@ type Node struct {
 	metrics  *metrics
 	hashes   hashCache // commitHash's cache
 	ops      *opsState // removal, takeover times, start time (ops.go)
+	fence    *fence    // the catch-up fence and the mark (fence.go)
 
 	ctx      context.Context // cancelled by Stop/Kill
 	cancel   context.CancelFunc
@@ -175,7 +180,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("start: %w", err)
 	}
 	n.host, n.cluster = host, cluster
-	fresh := n.log.Raft().LastIndex() == 0
+	fresh := n.rejoinOrFresh(len(host.Members()))
 	if err := n.checkIdentity(fresh && cfg.Bootstrap); err != nil {
 		_ = n.Kill()
 		return nil, fmt.Errorf("start: %w", err)
@@ -266,7 +271,7 @@ func New(cfg Config, parts Parts) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	fresh := n.log.Raft().LastIndex() == 0
+	fresh := n.rejoinOrFresh(max(len(parts.Servers)-1, 0))
 	if err := n.checkIdentity(fresh && cfg.Bootstrap); err != nil {
 		_ = n.Kill()
 		return nil, err
@@ -308,12 +313,20 @@ func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err er
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, err
 	}
+	if n.fence, err = newFence(cfg, parts.ID, n.logger); err != nil {
+		return nil, err
+	}
+	fenced := newFencedTransport(parts.Raft, n.fence)
+	go fenced.run(n.ctx)
 	n.log, err = intentlog.Open(intentlog.Config{Dir: cfg.DataDir, LocalID: raft.ServerID(parts.ID),
-		Verify: signer.Verifier(""), Logger: n.logger, Raft: withRaftLogger(cfg.Raft, newRaftLogger(n.logger, cfg.RaftLogLevel)), Knobs: cfg.intentlogKnobs()}, parts.Raft)
+		Verify: signer.Verifier(""), Logger: n.logger, Raft: withRaftLogger(cfg.Raft, newRaftLogger(n.logger, cfg.RaftLogLevel)), Knobs: cfg.intentlogKnobs()}, fenced)
 	if err != nil {
 		return nil, fmt.Errorf("intent log: %w", err)
 	}
 	closers = append(closers, n.log.Close)
+	// Raft runs, but gets no message before the fence is decided.
+	n.fence.decide(cfg.DataDir, n.log.Raft().LastIndex(), n.log.Raft().CurrentTerm())
+	fenced.release()
 	n.net, err = parts.Net(n.log.Raft(), Handlers{Apply: n.applyOnLeader, Barrier: n.barrierOnLeader, Call: n.handleCall})
 	if err != nil {
 		return nil, fmt.Errorf("network: %w", err)
@@ -364,10 +377,14 @@ func (n *Node) run(bootstrapped bool) {
 		defer n.wg.Done()
 		n.metrics.follow()
 	}()
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go func() {
 		defer n.wg.Done()
 		n.opsLoop()
+	}()
+	go func() {
+		defer n.wg.Done()
+		n.keepFence()
 	}()
 	loopCtx, loopStop := context.WithCancel(context.Background())
 	n.loopStop = loopStop
@@ -747,6 +764,9 @@ func (n *Node) Stop(ctx context.Context) error {
 		}
 		n.handOffLeadership(ctx)
 		n.stopErr = n.shutdown(ctx)
+		if !n.fence.armed.Load() {
+			n.fence.applied(n.log.Raft().AppliedIndex()) // a clean stop leaves the mark current
+		}
 		n.logger.Info("node stopped")
 	})
 	return n.stopErr

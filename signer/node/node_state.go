@@ -46,6 +46,9 @@ type State struct {
 	// its view of the lease and the chain is no longer kept up to date.
 	Removed    bool   `json:"removed,omitempty"`
 	RemovedHow string `json:"removed_how,omitempty"` // "left" or "removed"
+	// Rejoin is set while this device, having lost Raft state it had (a repair, a
+	// lost raft.db, a restored older copy), catches up and does not vote (fence.go).
+	Rejoin *RejoinState `json:"rejoin,omitempty"`
 }
 
 // RaftState is the Raft part of State.
@@ -153,6 +156,7 @@ func (n *Node) State() State {
 	if how, _, ok := n.RemovedHow(); ok {
 		st.Removed, st.RemovedHow = true, how
 	}
+	st.Rejoin = n.fence.state(v.AppliedIndex)
 	es := n.lease.Stats()
 	st.Loop.LeaseClaims, st.Loop.LeaseRenews, st.Loop.LeaseLostRaces = es.Claims, es.Renews, es.LostRaces
 	st.SkewReports = es.SkewSuspicions

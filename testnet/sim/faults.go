@@ -99,6 +99,9 @@ func (w *world) inject(a action, dev int) (bool, string) {
 	case FLateRenew:
 		return w.lateRenewal(a, dev)
 
+	case FRepair, FLostDB, FRestore:
+		return w.injectRepair(a, dev)
+
 	case FCrash, FPowerCut:
 		d := w.devs[dev]
 		if !d.crash(a.Kind == FPowerCut, a.Damage, a.Frac) {

@@ -72,6 +72,12 @@ func (w *world) injectDisk(a action, dev int) (bool, string) {
 	if d.isRemoved() || w.voters() < 3 || w.diskDown() {
 		return false, ""
 	}
+	w.mu.Lock()
+	repairing := w.repairDown != 0 // one device at a time down from its disk (faults_repair.go)
+	w.mu.Unlock()
+	if repairing {
+		return false, ""
+	}
 	if n, _ := d.node(); n == nil || d.paused() {
 		return false, ""
 	}
@@ -100,6 +106,10 @@ func (w *world) injectDisk(a action, dev int) (bool, string) {
 	w.violation(VPanic, dev, "start after a disk fault (%s): %v", what, err)
 	return true, ""
 }
+
+// diskDownLocked is diskDown for a caller holding w.mu (devices' own locks are
+// taken inside, never the other way round).
+func (w *world) diskDownLocked() bool { return w.diskDown() }
 
 // diskDown reports whether a device is down after a disk fault (one at a time: the
 // rest of the faults need a quorum).

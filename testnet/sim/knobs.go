@@ -37,6 +37,13 @@ type Knobs struct {
 	// item 2: a clock days fast makes the dedupe window forget acknowledged IDs, and
 	// their retries apply twice).
 	UnboundedLogTime bool
+	// NoFence: a device that lost its Raft log (repair, lost raft.db, a restored
+	// older copy) votes and campaigns at once (issue 20 item 2). Rebootstrap: such a
+	// device with an empty log bootstraps as configured, which a chain key with a
+	// history refuses (item 3: every simulated device is a founder). Only the repair
+	// profile's faults make them matter.
+	NoFence     bool
+	Rebootstrap bool
 }
 
 // KnobsWired reports whether applyKnobs passes knobs to the code under test (it
@@ -58,6 +65,7 @@ func applyKnobs(k Knobs, cfg *node.Config) {
 		cfg.Knobs.Election = &knobs.Election{UnclampedStamps: true}
 	}
 	applySignerKnobs(k, cfg) // knobs_signer.go
+	cfg.Knobs.NoFence, cfg.Knobs.Rebootstrap = k.NoFence, k.Rebootstrap
 }
 
 // String is the form ParseKnobs reads: "epoch-only-claim,dedupe-count=64" ("" for
@@ -75,6 +83,12 @@ func (k Knobs) String() string {
 	}
 	if k.UnboundedLogTime {
 		parts = append(parts, "unbounded-log-time")
+	}
+	if k.NoFence {
+		parts = append(parts, "no-fence")
+	}
+	if k.Rebootstrap {
+		parts = append(parts, "rebootstrap")
 	}
 	parts = append(parts, k.signerKnobNames()...)
 	return strings.Join(parts, ",")
@@ -94,6 +108,10 @@ func ParseKnobs(s string) (Knobs, error) {
 			k.UnsealedRaft = true
 		case "unbounded-log-time":
 			k.UnboundedLogTime = true
+		case "no-fence":
+			k.NoFence = true
+		case "rebootstrap":
+			k.Rebootstrap = true
 		case "dedupe-count":
 			n, err := strconv.Atoi(val)
 			if err != nil || n <= 0 {
@@ -104,7 +122,7 @@ func ParseKnobs(s string) (Knobs, error) {
 			if k.setSignerKnob(name) {
 				continue
 			}
-			return Knobs{}, fmt.Errorf("sim: unknown knob %q (have epoch-only-claim, dedupe-count=N, unsealed-raft, unbounded-log-time, %s)", name, strings.Join(signerKnobList, ", "))
+			return Knobs{}, fmt.Errorf("sim: unknown knob %q (have epoch-only-claim, dedupe-count=N, unsealed-raft, unbounded-log-time, no-fence, rebootstrap, %s)", name, strings.Join(signerKnobList, ", "))
 		}
 	}
 	return k, nil

@@ -311,6 +311,8 @@ func makeSchedule(seed int64, devices int, p Profile, dur, ttl time.Duration) []
 			a.Dur = between(time.Second, 4*time.Second)
 			a.Target, a.Dev = target()
 			a.Damage = diskDamage(rng)
+		case FRepair, FLostDB, FRestore:
+			diskAction(&a, rng, target)
 		case FPause:
 			a.Dur = ttlTimes(1.2, 3)
 			a.Target, a.Dev = target()

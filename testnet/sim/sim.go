@@ -374,6 +374,10 @@ type world struct {
 	stepped    bool              // some clock was stepped (the failover bound doubles)
 	faultFree  bool              // nothing at all was injected
 	giveUpAt   time.Time         // clients stop retrying (zero: never)
+
+	// repairDown: dev+1 of the device down from a repair, lost-db or restore fault
+	// (faults_repair.go), 0: none; under mu.
+	repairDown int
 }
 
 type linkFault struct {

@@ -1,0 +1,453 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// The catch-up fence (issue 20 item 2). Raft's safety assumes that what a voter once
+// stored and promised never goes away: the entries it acknowledged (counted toward a
+// commit), the terms it reached and the votes it cast. A device whose Raft log was
+// dropped (`baton repair`, raft.db lost) or put back to an older copy (a restored
+// backup) breaks that: it could vote for a candidate whose log lacks a committed
+// entry, and that candidate could commit something else at the same index: a fork.
+//
+// Two guards, both in a wrapper around the Raft transport (so they hold for libp2p
+// and for the simulator alike), both decided before the wrapper hands Raft its first
+// message:
+//
+//   - the fence: a device that lost its log refuses every vote and pre-vote, and
+//     does not campaign (its vote for itself counts like any other), until it has
+//     caught up: it asks the leader for a barrier (an index at or past every entry
+//     committed so far: the leader was elected without this device's vote) and
+//     waits until it has applied that index. Its acknowledgements of entries it
+//     really stores still count (they are true); only its votes are withheld. With
+//     the fence up a device can not help elect anyone, so a cluster that has lost
+//     its only other copy of a committed entry waits for that copy to return
+//     instead of forking.
+//   - the mark: a small file outside the data dir (MarkFile, default <DataDir>.mark)
+//     keeps the highest Raft term this device has seen (written before Raft sees a
+//     higher one) and an applied index (written once per tick). A data dir found
+//     behind its mark (a restored older copy, a lost raft.db) raises the fence; the
+//     mark's term becomes a floor: no vote in a term at or below it (the copy may have
+//     forgotten a vote there) and no entries from a leader of an older term (the copy
+//     may have forgotten that it moved on).
+//
+// Limits: the mark lives beside the data dir, not in it; a restore that also rolls
+// the mark back (a whole-disk image) or a copy moved to another machine without it is
+// not recognised as a restore. Its applied index lags by up to a tick, so a copy
+// taken within the last tick before a crash looks current; a repaired device or one
+// whose raft.db is missing is recognised whatever the mark says.
+
+// MarkSuffix names the default Config.MarkFile: the data dir's path plus this.
+const MarkSuffix = ".mark"
+
+// RejoinFile in the data dir records that this device lost its Raft log (written by
+// `baton repair` through MarkRejoin); it is removed once the device has caught up.
+const RejoinFile = "rejoin.json"
+
+// RejoinState is State.Rejoin: why this device does not vote yet and how far it is.
+type RejoinState struct {
+	Reason  string `json:"reason"`
+	Target  uint64 `json:"target_index"` // the leader's barrier index (0: not known yet)
+	Applied uint64 `json:"applied_index"`
+}
+
+// markDoc is the content of the mark file.
+type markDoc struct {
+	ID      string `json:"id"`
+	Term    uint64 `json:"term"`
+	Applied uint64 `json:"applied"`
+}
+
+// fence is the state behind the transport wrapper.
+type fence struct {
+	logger *slog.Logger
+	path   string // the mark file ("" disables the mark)
+	id     string
+
+	off         bool        // the NoFence knob: never armed
+	lost        bool        // the device lost Raft state it had (decide)
+	rebootstrap bool        // the Rebootstrap knob
+	floor       uint64      // refuse votes in terms <= floor, entries of terms < floor
+	armed       atomic.Bool // refuse all votes until caught up
+	target      atomic.Uint64
+
+	mu     sync.Mutex
+	reason string
+	mark   markDoc
+	werr   error // the last error writing the mark
+}
+
+func (c Config) markFile() string {
+	switch c.MarkFile {
+	case "-":
+		return ""
+	case "":
+		abs, err := filepath.Abs(c.DataDir)
+		if err != nil {
+			return ""
+		}
+		return filepath.Clean(abs) + MarkSuffix
+	}
+	return c.MarkFile
+}
+
+// MarkRejoin records in dir that the device lost its Raft log (repair), so that its
+// next start keeps it from voting until it has caught up.
+func MarkRejoin(dir, reason string) error {
+	b, _ := json.Marshal(struct {
+		Reason string    `json:"reason"`
+		At     time.Time `json:"at"`
+	}{reason, time.Now().UTC()})
+	return writeSynced(filepath.Join(dir, RejoinFile), append(b, '\n'))
+}
+
+// newFence reads the mark for the device id. A corrupt mark is an error: it is the
+// only record of the terms this device promised.
+func newFence(cfg Config, id string, logger *slog.Logger) (*fence, error) {
+	f := &fence{logger: logger, path: cfg.markFile(), id: id}
+	if k := cfg.Knobs; k != nil {
+		f.off, f.rebootstrap = k.NoFence, k.Rebootstrap
+	}
+	if f.path == "" {
+		return f, nil
+	}
+	b, err := os.ReadFile(f.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		f.mark.ID = id
+		return f, nil
+	case err != nil:
+		return nil, fmt.Errorf("read %s: %w", f.path, err)
+	}
+	var m markDoc
+	if err := json.Unmarshal(b, &m); err != nil || m.ID == "" {
+		return nil, fmt.Errorf("%s is corrupt (it keeps the highest Raft term this device reached, outside its data dir): "+
+			"remove it only if this device's data dir was never restored from an older copy", f.path)
+	}
+	if m.ID != id {
+		logger.Warn("the mark beside the data dir belongs to another device; starting a new one", "mark", f.path, "its_device", m.ID)
+		m = markDoc{ID: id}
+	}
+	f.mark = m
+	f.floor = m.Term
+	return f, nil
+}
+
+// decide raises the fence when the log this device starts from is behind what it had
+// (called once Raft is open, before the wrapper delivers its first message).
+func (f *fence) decide(dir string, lastIndex, term uint64) {
+	var why string
+	if _, err := os.Stat(filepath.Join(dir, RejoinFile)); err == nil {
+		why = "its Raft log was repaired (baton repair)"
+	}
+	switch {
+	case why != "":
+	case lastIndex == 0 && term > 0:
+		why = "its Raft log is empty but its Raft state is not (a repair, or a lost log)"
+	case lastIndex == 0 && f.mark.Term > 0:
+		why = fmt.Sprintf("its raft.db is gone, but %s says it reached term %d", f.path, f.mark.Term)
+	case lastIndex < f.mark.Applied:
+		why = fmt.Sprintf("its Raft log ends at index %d, but it had applied %d (%s): a restored older copy?", lastIndex, f.mark.Applied, f.path)
+	case term < f.mark.Term:
+		why = fmt.Sprintf("its Raft term is %d, but it had reached term %d (%s): a restored older copy?", term, f.mark.Term, f.path)
+	}
+	if why == "" {
+		return
+	}
+	f.lost = true
+	if f.off {
+		return
+	}
+	f.mu.Lock()
+	f.reason = why
+	f.mu.Unlock()
+	f.armed.Store(true)
+	f.logger.Warn("this device lost Raft state it had: it does not vote until it has caught up with the cluster", "why", why,
+		"term_floor", f.floor)
+}
+
+// state is State.Rejoin (nil when the fence is down).
+func (f *fence) state(applied uint64) *RejoinState {
+	if f == nil || !f.armed.Load() {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &RejoinState{Reason: f.reason, Target: f.target.Load(), Applied: applied}
+}
+
+// sawTerm records term in the mark before Raft sees it (no-op unless it is higher).
+func (f *fence) sawTerm(term uint64) {
+	if f.path == "" {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if term <= f.mark.Term {
+		return
+	}
+	m := f.mark
+	m.Term = term
+	f.writeLocked(m)
+}
+
+// applied records an applied index in the mark (once a tick at most).
+func (f *fence) applied(idx uint64) {
+	if f.path == "" {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if idx <= f.mark.Applied {
+		return
+	}
+	m := f.mark
+	m.Applied = idx
+	f.writeLocked(m)
+}
+
+func (f *fence) writeLocked(m markDoc) {
+	b, _ := json.Marshal(m)
+	if err := writeSynced(f.path, append(b, '\n')); err != nil {
+		if f.werr == nil {
+			f.logger.Error("could not write the mark beside the data dir", "path", f.path, "err", err)
+		}
+		f.werr = err
+		return
+	}
+	f.werr = nil
+	f.mark = m
+}
+
+// writeSynced writes p atomically (temp file, fsync, rename, fsync of the dir).
+func writeSynced(p string, b []byte) error {
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	if err := syncFile(tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(p)); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return nil
+}
+
+// refuseVote reports whether a (pre-)vote request for term must be refused.
+func (f *fence) refuseVote(term uint64) bool { return f.armed.Load() || term <= f.floor }
+
+// filter answers an RPC itself when a guard refuses it (true), else lets Raft have it.
+func (f *fence) filter(rpc raft.RPC) bool {
+	switch req := rpc.Command.(type) {
+	case *raft.RequestVoteRequest:
+		f.sawTerm(req.Term)
+		if f.refuseVote(req.Term) {
+			rpc.Respond(&raft.RequestVoteResponse{RPCHeader: header(), Term: max(req.Term, f.floor), Granted: false}, nil)
+			return true
+		}
+	case *raft.RequestPreVoteRequest:
+		if f.refuseVote(req.Term) {
+			rpc.Respond(&raft.RequestPreVoteResponse{RPCHeader: header(), Term: max(req.Term-1, f.floor), Granted: false}, nil)
+			return true
+		}
+	case *raft.AppendEntriesRequest:
+		if req.Term < f.floor {
+			rpc.Respond(&raft.AppendEntriesResponse{RPCHeader: header(), Term: f.floor, Success: false}, nil)
+			return true
+		}
+		f.sawTerm(req.Term)
+	case *raft.InstallSnapshotRequest:
+		f.sawTerm(req.Term)
+	}
+	return false
+}
+
+func header() raft.RPCHeader { return raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax} }
+
+// fencedTransport is the Raft transport with the fence in front of Raft.
+type fencedTransport struct {
+	raft.Transport
+	f     *fence
+	out   chan raft.RPC
+	once  sync.Once
+	start chan struct{}
+	stop  chan struct{}
+}
+
+var (
+	_ raft.WithPreVote = (*fencedTransport)(nil)
+	_ raft.WithClose   = (*fencedTransport)(nil)
+)
+
+func newFencedTransport(inner raft.Transport, f *fence) *fencedTransport {
+	return &fencedTransport{Transport: inner, f: f, out: make(chan raft.RPC),
+		start: make(chan struct{}), stop: make(chan struct{})}
+}
+
+// run delivers RPCs to Raft (after release) until ctx ends.
+func (t *fencedTransport) run(ctx context.Context) {
+	in := t.Transport.Consumer()
+	select {
+	case <-t.start:
+	case <-ctx.Done():
+		return
+	case <-t.stop:
+		return
+	}
+	for {
+		select {
+		case rpc := <-in:
+			if t.f.filter(rpc) {
+				continue
+			}
+			select {
+			case t.out <- rpc:
+			case <-ctx.Done():
+				return
+			case <-t.stop:
+				return
+			}
+		case <-ctx.Done():
+			return
+		case <-t.stop:
+			return
+		}
+	}
+}
+
+// release lets messages through (once the fence is decided).
+func (t *fencedTransport) release() { t.once.Do(func() { close(t.start) }) }
+
+func (t *fencedTransport) Consumer() <-chan raft.RPC { return t.out }
+
+func (t *fencedTransport) SetHeartbeatHandler(cb func(raft.RPC)) {
+	if cb == nil {
+		t.Transport.SetHeartbeatHandler(nil)
+		return
+	}
+	t.Transport.SetHeartbeatHandler(func(rpc raft.RPC) {
+		if t.f.filter(rpc) {
+			return
+		}
+		cb(rpc)
+	})
+}
+
+// errFenced: this device does not campaign while the fence is up. Its own vote counts
+// for its candidacy like any other: a candidate that lost an entry it had
+// acknowledged could win with a voter that never had it.
+var errFenced = errors.New("this device lost Raft state and does not campaign until it has caught up")
+
+func (t *fencedTransport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	if t.f.armed.Load() {
+		return errFenced
+	}
+	t.f.sawTerm(args.Term) // this device's own candidacy: its vote for itself
+	return t.Transport.RequestVote(id, target, args, resp)
+}
+
+func (t *fencedTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	if t.f.armed.Load() {
+		return errFenced
+	}
+	pv, ok := t.Transport.(raft.WithPreVote)
+	if !ok {
+		return errors.New("the transport does not support pre-vote")
+	}
+	return pv.RequestPreVote(id, target, args, resp)
+}
+
+func (t *fencedTransport) Close() error {
+	select {
+	case <-t.stop:
+	default:
+		close(t.stop)
+	}
+	if c, ok := t.Transport.(raft.WithClose); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// keepFence runs until the node stops: it records the applied index in the mark each
+// tick and, while the fence is up, asks the leader for a barrier and lowers the fence
+// once this device has applied that index.
+func (n *Node) keepFence() {
+	f := n.fence
+	for {
+		applied := n.log.Raft().AppliedIndex()
+		if f.armed.Load() {
+			if tg := f.target.Load(); tg == 0 {
+				ctx, cancel := context.WithTimeout(n.ctx, 2*n.cfg.Tick)
+				b, err := n.net.Barrier(ctx)
+				cancel()
+				if err == nil && b > 0 {
+					f.target.Store(b)
+					n.logger.Info("catching up before voting again", "target_index", b, "applied", applied)
+				}
+			} else if applied >= tg {
+				if err := os.Remove(filepath.Join(n.cfg.DataDir, RejoinFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					n.logger.Error("could not remove the rejoin marker", "err", err)
+				}
+				f.applied(applied)
+				f.armed.Store(false)
+				n.logger.Info("caught up with the cluster: this device votes again", "applied", applied)
+			}
+		} else {
+			f.applied(applied)
+		}
+		var watch <-chan struct{} // only the catch-up waits on applies; the mark is written once a tick at most
+		if f.armed.Load() && f.target.Load() != 0 {
+			watch = n.log.Watch()
+		}
+		t := time.NewTimer(n.cfg.Tick)
+		select {
+		case <-n.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		case <-watch:
+			t.Stop()
+		}
+	}
+}
+
+// rejoinOrFresh reports whether this device starts fresh (an empty log: it bootstraps
+// or joins as configured). A device that lost its log (the fence is up) is not fresh
+// while it knows other members (others): it waits for their leader to re-sync it,
+// the founder too (it must not bootstrap again). Knowing none, nobody else holds the
+// history: it starts as before, where a chain key with a history refuses to
+// bootstrap (checkIdentity) and says how to join.
+func (n *Node) rejoinOrFresh(others int) bool {
+	if n.log.Raft().LastIndex() != 0 {
+		return false
+	}
+	if !n.fence.lost || n.fence.rebootstrap {
+		return true
+	}
+	if others > 0 {
+		n.logger.Warn("this device lost its Raft log: it waits for a member that holds the history to re-sync it", "known_members", others)
+		return false
+	}
+	n.fence.armed.Store(false)
+	n.logger.Warn("this device lost its Raft log and knows no other member: no one can re-sync it")
+	return true
+}

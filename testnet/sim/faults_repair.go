@@ -1,0 +1,147 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/signer/node"
+)
+
+// Repair and restore faults (issue 20 items 2-4 and 6): what an operator does to a
+// device whose disk went bad. Each kills the device first (kill -9), changes its data
+// dir, and the heal restarts it on that dir. The invariants stay the same (no fork,
+// nothing acknowledged lost, liveness once healed): a device that lost its log must
+// not help elect a leader that lacks an entry it had acknowledged, and the founder
+// (every simulated device bootstraps: they all hold the same server list) must
+// rejoin instead of refusing to start or bootstrapping again.
+const (
+	FRepair  = "repair"  // baton repair: the log, state and snapshots dropped, term and vote kept
+	FLostDB  = "lostdb"  // raft.db (Damage "raft") or state.db ("state") lost
+	FRestore = "restore" // the first time a copy of the (stopped) data dir is kept; the next, the dir is put back to it
+)
+
+// backupSuffix names a device's kept copy of its data dir (outside the dir; its mark
+// beside the dir is not part of the copy).
+const backupSuffix = ".backup"
+
+func init() {
+	// repair: the disk faults among crashes, partitions and pauses, under load.
+	profiles["repair"] = Profile{Name: "repair", FaultEvery: 900 * time.Millisecond,
+		Weights: map[string]int{FRepair: 3, FLostDB: 2, FRestore: 3, FCrash: 2, FPartition: 2, FPause: 1,
+			FRelease: 1, FTransfer: 1, FLeadership: 1, FDelay: 1},
+		Clients: 4, Think: 50 * time.Millisecond,
+		Timeout: [2]time.Duration{300 * time.Millisecond, 3 * time.Second}, WaitSigned: 0.3}
+	// repair-crash: log losses overlapping crashes of the others, the mix where a
+	// device that lost its log could help a stale device to a quorum (item 2).
+	profiles["repair-crash"] = Profile{Name: "repair-crash", FaultEvery: 500 * time.Millisecond,
+		Weights: map[string]int{FRestore: 4, FRepair: 3, FLostDB: 1, FCrash: 5},
+		Clients: 4, Think: 40 * time.Millisecond,
+		Timeout: [2]time.Duration{300 * time.Millisecond, 3 * time.Second}, WaitSigned: 0.3}
+}
+
+// diskAction fills in a disk fault drawn by the schedule.
+func diskAction(a *action, rng interface{ IntN(int) int }, target func() (Target, int)) {
+	a.Dur = time.Duration(300+rng.IntN(2700)) * time.Millisecond
+	a.Target, a.Dev = target()
+	if a.Kind == FLostDB {
+		a.Damage = "raft"
+		if rng.IntN(2) == 0 {
+			a.Damage = "state"
+		}
+	}
+}
+
+// injectRepair applies a repair, lost-db or restore fault to dev. Like an operator, it
+// works on one device at a time: a disk fault while another device is down from one,
+// or has not caught up after one, is skipped. (Devices that lost their logs while
+// none of them caught up may together hold no copy of an acknowledged entry: they
+// wait, safely and for good, for a copy that may never come back; that is what the
+// in-process test of a repair everywhere checks, not a liveness the simulator can
+// ask for.)
+func (w *world) injectRepair(a action, dev int) (bool, string) {
+	for o, od := range w.devs {
+		if n, _ := od.node(); o != dev && n != nil && n.State().Rejoin != nil {
+			return false, ""
+		}
+	}
+	w.mu.Lock()
+	busy := w.repairDown != 0 || w.diskDownLocked()
+	if !busy {
+		w.repairDown = dev + 1
+	}
+	w.mu.Unlock()
+	if busy {
+		return false, ""
+	}
+	d := w.devs[dev]
+	if !d.crash(false, "", 0) { // down already (another fault's restart brings it back)
+		w.mu.Lock()
+		w.repairDown = 0
+		w.mu.Unlock()
+		return false, ""
+	}
+	var detail string
+	var err error
+	switch a.Kind {
+	case FRepair:
+		if err = node.MarkRejoin(d.dir, "sim repair"); err == nil {
+			err = intentlog.Repair(d.dir)
+		}
+		detail = fmt.Sprintf("repair dev%d", dev)
+	case FLostDB:
+		f := intentlog.RaftFile
+		if a.Damage == "state" {
+			f = intentlog.StateFile
+		}
+		err = os.Remove(filepath.Join(d.dir, f))
+		detail = fmt.Sprintf("dev%d lost %s", dev, f)
+	case FRestore:
+		backup := d.dir + backupSuffix
+		if _, serr := os.Stat(backup); serr == nil {
+			if err = os.RemoveAll(d.dir); err == nil {
+				err = copyDir(backup, d.dir)
+			}
+			_ = os.RemoveAll(backup)
+			detail = fmt.Sprintf("dev%d restored from its older copy", dev)
+		} else {
+			err = copyDir(d.dir, backup)
+			detail = fmt.Sprintf("dev%d copied (a backup)", dev)
+		}
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		detail += ": " + err.Error()
+	}
+	w.setUndo(a.ID, func() {
+		w.restart(d)
+		w.mu.Lock()
+		w.repairDown = 0
+		w.mu.Unlock()
+	})
+	return true, detail
+}
+
+// copyDir copies a data dir (regular files and directories).
+func copyDir(from, to string) error {
+	return filepath.WalkDir(from, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(from, p)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(to, rel)
+		if e.IsDir() {
+			return os.MkdirAll(dst, 0o700)
+		}
+		if !e.Type().IsRegular() {
+			return nil
+		}
+		return copyFile(p, dst)
+	})
+}
