@@ -24,8 +24,9 @@ import (
 // Invariant (VCorruptStore): a device whose raft.db holds a flipped field Raft trusts
 // never starts (it would vote and serve on it: issue 20 item 1). Its start is refused
 // with intentlog.ErrCorrupt; at the heal the operator follows the alarm: the device
-// leaves the configuration (it must not count toward a quorum while it has no log),
-// is repaired (baton repair; when its stable store itself is damaged it cannot be,
+// leaves the configuration (it must not count toward a quorum while it has no log;
+// when there is no leader to remove it, the disk is "replaced": the bytes it held are
+// put back and it starts again), is repaired (baton repair; when its stable store itself is damaged it cannot be,
 // and it joins again as a new member: a fresh raft.db), starts and joins again. The
 // other invariants (no fork, nothing acknowledged lost) hold as ever. A flip in
 // state.db or a torn page may hit nothing that is read (a free page): no verdict of
@@ -84,6 +85,13 @@ func (w *world) injectDisk(a action, dev int) (bool, string) {
 	if !d.crash(false, "", 0) {
 		return false, ""
 	}
+	raftPath := filepath.Join(d.dir, intentlog.RaftFile)
+	orig := raftPath + ".sim-orig" // what the disk held: put back when the device cannot be removed
+	if err := copyFile(raftPath, orig); err != nil {
+		w.setUndo(a.ID, func() { w.restart(d) })
+		return true, fmt.Sprintf("disk dev%d: copy raft.db: %v: a crash", dev, err)
+	}
+	defer os.Remove(orig)
 	what, err := damageDisk(d.dir, a.Damage, rngFor(a))
 	if err != nil { // nothing of that kind to damage: the fault is a crash
 		w.setUndo(a.ID, func() { w.restart(d) })
@@ -96,15 +104,36 @@ func (w *world) injectDisk(a action, dev int) (bool, string) {
 		return true, fmt.Sprintf("disk dev%d: %s; started", dev, what)
 	case err == nil:
 		return true, fmt.Sprintf("disk dev%d: %s; started (nothing read was damaged, or it was set aside)", dev, what)
-	case errors.Is(err, intentlog.ErrCorrupt):
-		d.mu.Lock()
-		d.diskBad = true
-		d.mu.Unlock()
-		w.setUndo(a.ID, func() { w.repairDisk(d) })
-		return true, fmt.Sprintf("disk dev%d: %s; start refused: %v", dev, what, err)
+	case !errors.Is(err, intentlog.ErrCorrupt):
+		w.violation(VPanic, dev, "start after a disk fault (%s): %v", what, err)
+		return true, ""
 	}
-	w.violation(VPanic, dev, "start after a disk fault (%s): %v", what, err)
-	return true, ""
+	// The alarm asks the operator to take the device out of the configuration
+	// first (repaired, it has no log: it must not count toward a quorum), then to
+	// repair it. Marked removed first: a change whose future fails may still commit,
+	// and the re-join checks the configuration itself.
+	d.mu.Lock()
+	d.removed, d.diskBad = true, true
+	d.mu.Unlock()
+	rerr := w.membership(func(r *raft.Raft) raft.Future {
+		return r.RemoveServer(raft.ServerID(d.id), 0, w.cfg.TTL)
+	})
+	if rerr != nil {
+		// No leader to remove it: repairing it now would let it vote without a log
+		// (issue 20 item 2, not this fault's finding). The disk is replaced instead
+		// (the bytes it held put back) and the device starts again.
+		d.mu.Lock()
+		d.diskBad = false
+		d.mu.Unlock()
+		if cerr := copyFile(orig, raftPath); cerr != nil {
+			w.violation(VPanic, dev, "put raft.db back: %v", cerr)
+		}
+		w.restart(d)
+		w.setUndo(a.ID, func() { w.rejoin(d) })
+		return true, fmt.Sprintf("disk dev%d: %s; start refused; removal failed (%v): raft.db put back", dev, what, rerr)
+	}
+	w.setUndo(a.ID, func() { w.repairDisk(d) })
+	return true, fmt.Sprintf("disk dev%d: %s; start refused; removed from the configuration: %v", dev, what, err)
 }
 
 // diskDownLocked is diskDown for a caller holding w.mu (devices' own locks are
@@ -125,16 +154,9 @@ func (w *world) diskDown() bool {
 	return false
 }
 
-// repairDisk does what the alarm asks: the device leaves the configuration, is
-// repaired, starts and joins again.
+// repairDisk finishes what the alarm asks (the device was removed when its start was
+// refused): repair, start, join again.
 func (w *world) repairDisk(d *device) {
-	d.mu.Lock()
-	d.removed = true // rejoin adds it back
-	d.mu.Unlock()
-	err := w.membership(func(r *raft.Raft) raft.Future {
-		return r.RemoveServer(raft.ServerID(d.id), 0, w.cfg.TTL)
-	})
-	w.ev.add(d.idx, "repair", "remove from the configuration: %s", errText(err))
 	if rerr := intentlog.Repair(d.dir); rerr != nil {
 		// The stable store itself is damaged: join again as a new member.
 		w.ev.add(d.idx, "repair", "%v: a fresh raft.db", rerr)
@@ -143,6 +165,7 @@ func (w *world) repairDisk(d *device) {
 			return
 		}
 	}
+	w.ev.add(d.idx, "repair", "repaired")
 	d.mu.Lock()
 	d.diskBad, d.joins = false, true
 	d.mu.Unlock()
