@@ -686,7 +686,7 @@ func (a *applier) commit(idx uint64, e CommitEntry) Result {
 		// A legacy log without a genesis: the first accepted commit fixes the chain.
 		a.m.Chain = info.Chain
 	}
-	a.events = append(a.events, CommitApplied{Index: idx, Head: a.m.Head, Raw: e.Raw})
+	a.events = append(a.events, CommitApplied{Index: idx, Head: a.m.Head, Raw: e.Raw, Ops: info.Ops})
 	a.changed = true
 	res.Head = a.m.Head
 	return res

@@ -22,6 +22,9 @@ type CommitApplied struct {
 	Index uint64
 	Head  Head
 	Raw   []byte // the commit's full encoding; do not modify
+	// Ops are the commit's ops as the apply verified them (what Raw decodes to), so
+	// that a subscriber need not decode Raw again; do not modify.
+	Ops []Intent
 }
 
 // IntentAccepted: an intent was accepted into the pending queue at Index.

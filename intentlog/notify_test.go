@@ -64,6 +64,11 @@ func TestSubscribeDeliversTypedEvents(t *testing.T) {
 				if ca.Index != wc.Index || ca.Head != wc.Head || string(ca.Raw) != string(wc.Raw) {
 					t.Fatalf("event %d: %+v, want %+v", i, got, w)
 				}
+				// The ops as the apply decoded them: subscribers (the node's latency
+				// metric) need not decode Raw again.
+				if len(ca.Ops) != 2 || ca.Ops[0].ID != "i1" || ca.Ops[1].ID != "i2" {
+					t.Fatalf("event %d carries ops %+v, want i1, i2", i, ca.Ops)
+				}
 			} else if got != w {
 				t.Fatalf("event %d: %+v, want %+v", i, got, w)
 			}

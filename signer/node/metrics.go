@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/batonhq/baton/intentlog"
-	"github.com/batonhq/baton/signer/chain"
 )
 
 // maxTracked bounds the submissions whose intent-to-signed latency is being timed;
@@ -187,13 +186,12 @@ func (m *metrics) follow() {
 			}
 			m.mu.Lock()
 			if len(m.tracked) > 0 {
-				if c, err := chain.Decode(ca.Raw); err == nil {
-					now := time.Now()
-					for _, op := range c.Ops {
-						if t0, ok := m.tracked[op.ID]; ok {
-							m.latency.Observe(now.Sub(t0).Seconds())
-							delete(m.tracked, op.ID)
-						}
+				// The apply's own decoding of the commit (no second decode here).
+				now := time.Now()
+				for _, op := range ca.Ops {
+					if t0, ok := m.tracked[op.ID]; ok {
+						m.latency.Observe(now.Sub(t0).Seconds())
+						delete(m.tracked, op.ID)
 					}
 				}
 			}
