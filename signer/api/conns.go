@@ -58,6 +58,7 @@ type connGuard struct {
 	conns   map[*guardedConn]struct{} // open connections; iterated only to pick a victim
 	evicted atomic.Uint64             // connections closed to make room (or refused)
 	closing atomic.Bool               // the server is shutting down: no lingering
+	stop    <-chan struct{}           // closed when the server closes: no lingering either
 }
 
 func newConnGuard(n int) *connGuard {
@@ -237,7 +238,7 @@ func (c *guardedConn) closeHard() {
 func (c *guardedConn) Close() error {
 	c.once.Do(func() {
 		c.g.mu.Lock()
-		linger := c.active && !c.hard.Load() && !c.g.closing.Load()
+		linger := c.active && !c.hard.Load() && !c.g.closing.Load() && !closed(c.g.stop)
 		delete(c.g.conns, c)
 		c.g.mu.Unlock()
 		if tc, ok := c.Conn.(*net.TCPConn); ok && linger {
@@ -279,6 +280,7 @@ func (a *Server) guardTCP(srv *http.Server, ln net.Listener) net.Listener {
 	srv.ConnContext = g.connContext
 	srv.MaxHeaderBytes = tcpMaxHeaderBytes
 	srv.RegisterOnShutdown(func() { g.closing.Store(true) })
+	g.stop = a.base.Done() // Close cancels it before closing the servers
 	return g.listener(ln)
 }
 
@@ -288,4 +290,13 @@ func (a *Server) guardTCP(srv *http.Server, ln net.Listener) net.Listener {
 func (a *Server) markAuthenticated(h http.Handler) http.Handler {
 	a.guard = newConnGuard(a.cfg.MaxConns)
 	return a.guard.authenticated(requestLimits(h))
+}
+
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
