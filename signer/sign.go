@@ -350,7 +350,7 @@ func (l *Loop) step(ctx context.Context, s *signer) stepResult {
 		}
 		return stepRetry
 	}
-	if len(s.flight) >= l.cfg.MaxInFlight || s.awaiting() {
+	if len(s.flight) >= l.maxInFlight(v) || s.awaiting() {
 		return stepWait
 	}
 	c, err := l.build(s, v, epoch)
@@ -370,7 +370,7 @@ func (l *Loop) step(ctx context.Context, s *signer) stepResult {
 	if prev := s.headBefore(v); prev.Seq > 0 {
 		cm.Prev = append([]byte(nil), prev.Hash[:]...)
 	}
-	raw, err := chain.Sign(l.cfg.Key, cm)
+	raw, err := l.signCommit(v, cm) // sign_format.go: the chain's format
 	if err != nil {
 		l.requeue(c.carried)
 		l.count(func(st *LoopStats) { st.SignErrors++ })

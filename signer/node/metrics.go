@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/batonhq/baton/intentlog"
-	"github.com/batonhq/baton/signer/chain"
+	"github.com/batonhq/baton/signer"
 )
 
 // maxTracked bounds the submissions whose intent-to-signed latency is being timed;
@@ -183,7 +183,7 @@ func (m *metrics) follow() {
 			}
 			m.mu.Lock()
 			if len(m.tracked) > 0 {
-				if c, err := chain.Decode(ca.Raw); err == nil {
+				if c, err := signer.DecodeCommit(ca.Raw); err == nil {
 					now := time.Now()
 					for _, op := range c.Ops {
 						if t0, ok := m.tracked[op.ID]; ok {

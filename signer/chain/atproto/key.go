@@ -71,3 +71,14 @@ func parsePub(did string) (atcrypto.PublicKey, error) {
 	}
 	return pub, nil
 }
+
+// IsP256DID reports whether did is a P-256 did:key in canonical form: a chain key
+// this format signs with.
+func IsP256DID(did string) bool {
+	pub, err := parsePub(did)
+	if err != nil {
+		return false
+	}
+	_, ok := pub.(*atcrypto.PublicKeyP256)
+	return ok && pub.DIDKey() == did
+}
