@@ -13,7 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/batonhq/baton/signer"
 	"github.com/batonhq/baton/signer/chain"
+	"github.com/batonhq/baton/signer/chain/atproto"
 	"github.com/batonhq/baton/signer/device"
 )
 
@@ -60,7 +62,7 @@ func (c *cli) verifyCmd() *cobra.Command {
 			}
 			*chainDID = d.Chain
 		}
-		if _, err := chain.ParseDID(*chainDID); err != nil {
+		if err := signer.CheckChainDID(*chainDID); err != nil {
 			return usagef("--chain: %v", err)
 		}
 		var in io.Reader = c.stdin
@@ -89,7 +91,7 @@ func (c *cli) verifyCmd() *cobra.Command {
 
 // verifyExport checks an NDJSON export from seq 1 and returns its head and length.
 func verifyExport(r io.Reader, did string) (chain.Head, int, error) {
-	v, err := chain.NewChainVerifier(did, chain.Head{})
+	v, err := exportVerifier(did)
 	if err != nil {
 		return chain.Head{}, 0, err
 	}
@@ -152,4 +154,16 @@ func readLine(br *bufio.Reader, max int) ([]byte, error) {
 		}
 		return buf[:len(buf)-1], nil
 	}
+}
+
+// exportVerifier checks commits in the format of the chain did names (an atproto
+// chain's commits replay its repository).
+func exportVerifier(did string) (interface {
+	Next(raw []byte) (chain.Commit, error)
+	Head() chain.Head
+}, error) {
+	if f, err := signer.ChainFormatOfDID(did); err == nil && f == chain.FormatAtproto {
+		return atproto.NewChainVerifier(did), nil
+	}
+	return chain.NewChainVerifier(did, chain.Head{})
 }

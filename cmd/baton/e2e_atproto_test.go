@@ -56,6 +56,11 @@ func TestE2EAtprotoCAR(t *testing.T) {
 	if code, _, errs := bin(t, "", "submit", "--data", data, "--path", "app.bsky.feed.post/x", "--value", `{"text":"hi"}`); code == 0 || !strings.Contains(errs, "bad_intent") {
 		t.Fatalf("a JSON value on an atproto chain: exit %d, %s", code, errs)
 	}
+	// The NDJSON export verifies (on an atproto chain, by replaying the repository).
+	nd := mustBin(t, "export", "--data", data)
+	if out := mustBin2(t, nd, "verify", "--chain", did, "-"); !strings.Contains(out, "ok: 3 commits") {
+		t.Fatalf("verify: %s", out)
+	}
 	car := mustBin(t, "export", "--data", data, "--car")
 	ctx := context.Background()
 	ic, ir, err := repo.LoadRepoFromCAR(ctx, bytes.NewReader([]byte(car)))
@@ -77,4 +82,14 @@ func TestE2EAtprotoCAR(t *testing.T) {
 	if _, _, err := ir.GetRecordBytes(ctx, nsid, rkey); err == nil {
 		t.Fatalf("deleted record %s still in the repository", p1)
 	}
+}
+
+// mustBin2 is mustBin with stdin.
+func mustBin2(t *testing.T, stdin string, args ...string) string {
+	t.Helper()
+	code, out, errs := bin(t, stdin, args...)
+	if code != 0 {
+		t.Fatalf("baton %v: exit %d\nstdout: %s\nstderr: %s", args, code, out, errs)
+	}
+	return out
 }
