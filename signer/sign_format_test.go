@@ -2,6 +2,7 @@ package signer
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/signer/chain"
 	"github.com/batonhq/baton/signer/chain/atproto"
+	"github.com/batonhq/baton/signer/chain/atproto/indigocheck"
 )
 
 // fsmChainLog is the parts of a ChainLog signAtproto reads, over a real FSM.
@@ -90,6 +92,30 @@ func TestLoopSignsAtproto(t *testing.T) {
 	rev2, res := sign("i2", "3l3qo2vut0002")
 	if !res.Accepted || rev2 <= rev1 {
 		t.Fatalf("commit 2 with a slow clock: rev %s after %s, %s", rev2, rev1, res.Reason)
+	}
+	// Intents that are not net (the same path twice, a delete of nothing, the same
+	// record again) are signed and applied; indigo accepts the whole chain.
+	v0 := r.f.View()
+	cm0 := chain.Commit{Seq: v0.Head.Seq + 1, Epoch: 1, Signer: "peerA", Prev: append([]byte(nil), v0.Head.Hash[:]...), Ops: Ops([]intentlog.Intent{
+		{ID: "n1", Op: intentlog.OpPut, Path: "app.bsky.feed.post/3l3qo2vut0009", Value: post(t, "a")},
+		{ID: "n2", Op: intentlog.OpPut, Path: "app.bsky.feed.post/3l3qo2vut0009", Value: post(t, "b")},
+		{ID: "n3", Op: intentlog.OpDel, Path: "app.bsky.feed.post/3l3qo2vut0404"},
+		{ID: "n4", Op: intentlog.OpPut, Path: "app.bsky.feed.post/3l3qo2vut0001", Value: post(t, "i1")},
+	})}
+	raw0, err := l.signCommit(v0, cm0)
+	if err != nil {
+		t.Fatalf("intents that are not net: %v", err)
+	}
+	if res := r.apply(intentlog.CommitEntry{Raw: raw0}); !res.Accepted {
+		t.Fatalf("intents that are not net: %s", res.Reason)
+	}
+	r.commits[cm0.Seq] = raw0
+	var raws [][]byte
+	for seq := uint64(1); seq <= cm0.Seq; seq++ {
+		raws = append(raws, r.commits[seq])
+	}
+	if _, err := indigocheck.Chain(context.Background(), raws, k.DID(), clk.Now().Add(2*time.Hour)); err != nil {
+		t.Fatalf("indigo: %v", err)
 	}
 	// A repository read that is not the applied head's: nothing is signed.
 	v := r.f.View()

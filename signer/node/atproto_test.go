@@ -50,8 +50,8 @@ func repoHead(t testing.TB, n *Node) atproto.Head {
 
 // TestNodeAtprotoChain runs three real Nodes over libp2p on loopback on a chain whose
 // key is a P-256 did:key: the founder's genesis declares the atproto format, the
-// holder signs atproto commits (through a follower, concurrently, updates and a
-// delete), the holder is killed and another takes over, the killed one restarts and
+// holder signs atproto commits (through a follower, concurrently, updates, a delete,
+// intents that change nothing), the holder is killed and another takes over, the killed one restarts and
 // catches up. Then every node's chain is checked by indigo (VerifyCommitMessage,
 // LoadRepoFromCAR, VerifySignature on every commit's event, the relay's rev/prevData
 // checks, the whole repository's CAR), the chains are byte-equal, every replica's MST
@@ -140,6 +140,10 @@ func TestNodeAtprotoChain(t *testing.T) {
 	wg.Wait()
 	submit(f, atPut(t, "upd-0", "3l3qo2vut0000", "edited")) // an update
 	submit(f, intentlog.Intent{ID: "del-1", Op: intentlog.OpDel, Path: "app.bsky.feed.post/3l3qo2vut0001"})
+	// Intents that change nothing are signed too (a holder that could not sign them
+	// would stop the chain): the same record again, a delete of nothing.
+	submit(f, atPut(t, "same-0", "3l3qo2vut0000", "edited"))
+	submit(f, intentlog.Intent{ID: "del-1b", Op: intentlog.OpDel, Path: "app.bsky.feed.post/3l3qo2vut0001"})
 	if t.Failed() {
 		t.FailNow()
 	}
