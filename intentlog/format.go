@@ -190,3 +190,7 @@ func (a *applier) formatIntent(in Intent) Reason {
 	}
 	return ""
 }
+
+// ReadFormat calls fn with the locally applied format state (FSM.ReadFormat): what a
+// stateful format's holder signs on top of.
+func (l *Log) ReadFormat(fn func(FormatStore) error) error { return l.fsm.ReadFormat(fn) }

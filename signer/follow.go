@@ -51,7 +51,7 @@ func FollowCommits(ctx context.Context, src CommitSource, fromSeq uint64, fn fun
 			if err != nil {
 				return fmt.Errorf("follow commits: read seq %d: %w", next, err)
 			}
-			c, err := chain.Decode(raw)
+			c, err := DecodeCommit(raw)
 			if err != nil {
 				return fmt.Errorf("follow commits: applied commit seq %d does not decode: %w", next, err)
 			}

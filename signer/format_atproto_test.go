@@ -18,10 +18,11 @@ import (
 const atDID = "did:plc:ewvi7nxzyoun6zhxrhs64oiz"
 
 type fsmRun struct {
-	t    *testing.T
-	f    *intentlog.FSM
-	idx  uint64
-	logs []*raft.Log
+	t       *testing.T
+	f       *intentlog.FSM
+	idx     uint64
+	logs    []*raft.Log
+	commits map[uint64][]byte // applied commits by seq, when a test keeps them
 }
 
 func newFSMRun(t *testing.T) *fsmRun {

@@ -157,7 +157,7 @@ func (c *LoopConfig) validate() error {
 		// commits every replica refuses.
 		return fmt.Errorf("%w: lease is for %q but Self is %q", ErrBadConfig, ls.Self(), c.Self)
 	}
-	if _, err := chain.ParseDID(c.Key.DID()); err != nil {
+	if err := CheckChainDID(c.Key.DID()); err != nil {
 		return fmt.Errorf("%w: chain key: %w", ErrBadConfig, err)
 	}
 	if c.Clock == nil {

@@ -366,7 +366,7 @@ func (l *Loop) step(ctx context.Context, s *signer) stepResult {
 		}
 		return stepRetry
 	}
-	if len(s.flight) >= l.cfg.MaxInFlight || s.awaiting() {
+	if len(s.flight) >= l.maxInFlight(v) || s.awaiting() {
 		return stepWait
 	}
 	c, err := l.build(s, v, epoch)
@@ -387,7 +387,7 @@ func (l *Loop) step(ctx context.Context, s *signer) stepResult {
 		cm.Prev = append([]byte(nil), prev.Hash[:]...)
 	}
 	stages.Mark(stages.SignStart, 0, 0, 0)
-	raw, err := chain.Sign(l.cfg.Key, cm)
+	raw, err := l.signCommit(v, cm) // sign_format.go: the chain's format
 	stages.Mark(stages.Signed, 0, 0, 0)
 	if err != nil {
 		l.requeue(c.carried)

@@ -210,6 +210,9 @@ func (c *cli) inviteCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
+		if *withKey && d.Key == nil && d.AnyKey != nil {
+			return fmt.Errorf("%s: an invite cannot carry a P-256 (atproto) chain key yet: copy chain.key to the new device by hand (mode 0600)", *f.data)
+		}
 		if *withKey && d.Key == nil {
 			return fmt.Errorf("%s has no chain key to share (a replica)", *f.data)
 		}

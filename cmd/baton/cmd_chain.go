@@ -16,7 +16,6 @@ import (
 	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/signer"
 	"github.com/batonhq/baton/signer/api"
-	"github.com/batonhq/baton/signer/chain"
 	"github.com/batonhq/baton/signer/device"
 	"github.com/batonhq/baton/signer/node"
 )
@@ -137,7 +136,11 @@ exits instead (status 1).`
 
 const exportLong = `Writes the applied chain from --from (default 1) to the current head as NDJSON, one
 commit a line: {seq, hash (hex), epoch, signer, cbor (base64 of the signed encoding)}.
-Check it anywhere with ` + "`baton verify --chain DID chain.ndjson`" + `.`
+Check it anywhere with ` + "`baton verify --chain DID chain.ndjson`" + `.
+On an atproto chain (` + "`baton init --new-chain --format atproto`" + `), --car writes the whole
+repository at the head as a CAR file instead, after replaying and checking every commit
+(signature, links, prevData, rev order, the recomputed MST root): any replica gives the
+same bytes, and atproto software (indigo's LoadRepoFromCAR) reads it.`
 
 func (c *cli) tailCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "tail [--from SEQ] [--json]", Short: "follow commits as they are applied, one line each",
@@ -269,7 +272,7 @@ func (c *cli) streamCommits(cmd *cobra.Command, f *apiFlags, from uint64, asJSON
 }
 
 func commitLine(ac signer.AppliedCommit) string {
-	c, err := chain.Decode(ac.Raw)
+	c, err := signer.DecodeCommit(ac.Raw)
 	if err != nil {
 		return fmt.Sprintf("seq %d  UNDECODABLE: %v", ac.Seq, err)
 	}

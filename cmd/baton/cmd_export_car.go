@@ -18,9 +18,6 @@ func addCARFlags(cmd *cobra.Command) *carFlags {
 	c := &carFlags{}
 	cmd.Flags().BoolVar(&c.on, "car", false, "on an atproto chain: write the whole repository as a CAR file instead (rebuilt and checked from the commits)")
 	cmd.Flags().StringVar(&c.chain, "chain", "", "with --car: the chain key's did:key the commits must verify under (default: the first commit's)")
-	// Hidden until the signer loop signs atproto commits (no node makes such a chain yet).
-	_ = cmd.Flags().MarkHidden("car")
-	_ = cmd.Flags().MarkHidden("chain")
 	return c
 }
 

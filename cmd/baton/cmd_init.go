@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/batonhq/baton/signer"
 	"github.com/batonhq/baton/signer/chain"
 	"github.com/batonhq/baton/signer/device"
 	"github.com/batonhq/baton/transport"
@@ -25,6 +26,9 @@ const initLong = `Creates this device's data dir (mode 0700) and its keys:
   device.json   the chain this device serves
 
 --new-chain makes a new chain key and network key: do this once, on the first device.
+--format atproto makes the chain an atproto repository: a P-256 chain key (did:key
+zDn...), commits in atproto's commit v3 over a Merkle Search Tree, records DAG-CBOR
+(see ` + "`baton export --car`" + `). The format is fixed by the chain's genesis.
 --from takes the network key (and the chain key, if present) from:
   a file holding an invite printed by ` + "`baton invite`" + ` on a running device (or - for stdin),
   another device's data dir (or a backup of it) holding network.key and chain.key,
@@ -34,6 +38,7 @@ An expired invite is refused before anything is written. Existing keys are never
 overwritten. Most new devices skip init: ` + "`baton join --invite-file F`" + ` initializes too.`
 
 const initExample = `  baton init --data ~/.baton --new-chain
+  baton init --data ~/.baton --new-chain --format atproto
   baton init --data /tmp/b2 --from invite.txt
   baton init --data /tmp/b2 --from - < invite.txt
   baton init --data /tmp/b2 --from /tmp/b1`
@@ -51,6 +56,7 @@ func (c *cli) initCmd() *cobra.Command {
 	newChain := fs.Bool("new-chain", false, "create a new chain key and network key (first device only)")
 	from := fs.String("from", "", "take the keys from an invite `file` (- for stdin), a data dir or a network key file")
 	chainDID := fs.String("chain", "", "the chain's did:key, when --from gives only a network key")
+	format := fs.String("format", "baton", "with --new-chain: the commit `format`, baton or atproto (an atproto repository signed with a P-256 key)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if *newChain == (*from != "") {
 			return usagef("give exactly one of --new-chain or --from")
@@ -58,10 +64,13 @@ func (c *cli) initCmd() *cobra.Command {
 		if *chainDID != "" && *newChain {
 			return usagef("--chain goes with --from, not --new-chain")
 		}
+		if fs.Changed("format") && !*newChain {
+			return usagef("--format goes with --new-chain (a joining device takes the chain's)")
+		}
 		var k device.Keys
 		if *newChain {
 			var err error
-			if k, err = device.NewChainKeys(); err != nil {
+			if k, err = device.NewChainKeysFormat(*format); err != nil {
 				return err
 			}
 		} else {
@@ -78,7 +87,7 @@ func (c *cli) initCmd() *cobra.Command {
 		fmt.Fprintf(w, "initialized %s\n", *data)
 		fmt.Fprintf(w, "  device (peer ID): %s\n", d.ID)
 		fmt.Fprintf(w, "  chain:            %s\n", d.Chain)
-		if d.Key == nil {
+		if d.AnyKey == nil {
 			fmt.Fprintf(w, "  chain key:        none (this device verifies and replicates but never signs)\n")
 		}
 		fmt.Fprintln(w, "next:")
@@ -157,7 +166,7 @@ func keysFromInvite(inv *device.Invite, did string) (device.Keys, error) {
 // chainBeside finds the chain key (chain.key) or at least the chain (device.json, or
 // --chain) in dir.
 func chainBeside(dir, did string) (device.Keys, error) {
-	key, err := chain.LoadKey(filepath.Join(dir, device.ChainKeyFile))
+	key, err := chain.LoadAnyKey(filepath.Join(dir, device.ChainKeyFile))
 	switch {
 	case err == nil:
 		if did != "" && did != key.DID() {
@@ -168,7 +177,8 @@ func chainBeside(dir, did string) (device.Keys, error) {
 		if err != nil {
 			return device.Keys{}, err
 		}
-		return device.Keys{Chain: key.DID(), Key: key, History: hist}, nil
+		ed, _ := key.(*chain.Ed25519Key)
+		return device.Keys{Chain: key.DID(), Key: ed, AnyKey: key, History: hist}, nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return device.Keys{}, err
 	}
@@ -183,7 +193,7 @@ func chainBeside(dir, did string) (device.Keys, error) {
 	if did == "" {
 		return device.Keys{}, fmt.Errorf("no %s in %s: give the chain's did:key with --chain (this device will then verify but never sign)", device.ChainKeyFile, dir)
 	}
-	if _, err := chain.ParseDID(did); err != nil {
+	if err := signer.CheckChainDID(did); err != nil {
 		return device.Keys{}, usagef("--chain: %v", err)
 	}
 	return device.Keys{Chain: did}, nil

@@ -15,7 +15,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/batonhq/baton/signer"
 	"github.com/batonhq/baton/signer/chain"
+	"github.com/batonhq/baton/signer/chain/atproto"
 	"github.com/batonhq/baton/signer/device"
 )
 
@@ -73,7 +75,7 @@ func (c *cli) verifyCmd() *cobra.Command {
 			}
 			*chainDID = d.Chain
 		}
-		if _, err := chain.ParseDID(*chainDID); err != nil {
+		if err := signer.CheckChainDID(*chainDID); err != nil {
 			return usagef("--chain: %v", err)
 		}
 		var in io.Reader = c.stdin
@@ -131,7 +133,7 @@ func parseTrustedHead(s string) (chain.Head, error) {
 // verifyExportFrom checks an NDJSON export that starts after the trusted head from
 // (the zero head: from seq 1) and returns its head and length.
 func verifyExportFrom(r io.Reader, did string, from chain.Head) (chain.Head, int, error) {
-	v, err := chain.NewChainVerifier(did, from)
+	v, err := exportVerifier(did, from)
 	if err != nil {
 		return chain.Head{}, 0, err
 	}
@@ -194,4 +196,19 @@ func readLine(br *bufio.Reader, max int) ([]byte, error) {
 		}
 		return buf[:len(buf)-1], nil
 	}
+}
+
+// exportVerifier checks commits in the format of the chain did names (an atproto
+// chain's commits replay its repository).
+func exportVerifier(did string, from chain.Head) (interface {
+	Next(raw []byte) (chain.Commit, error)
+	Head() chain.Head
+}, error) {
+	if f, err := signer.ChainFormatOfDID(did); err == nil && f == chain.FormatAtproto {
+		if from.Seq != 0 {
+			return nil, errors.New("--after: an atproto chain's export is verified from seq 1 (its repository is replayed)")
+		}
+		return atproto.NewChainVerifier(did), nil
+	}
+	return chain.NewChainVerifier(did, from)
 }

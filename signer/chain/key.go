@@ -87,12 +87,16 @@ const (
 // (ErrKeyExists): the chain key is the identity being protected. The file appears
 // atomically, complete or not at all.
 func SaveKey(path string, k *Ed25519Key) error {
+	return saveKeyFile(path, "ed25519", k.priv.Seed(), k.did)
+}
+
+func saveKeyFile(path, typ string, seed []byte, did string) error {
 	doc, err := json.MarshalIndent(keyFile{
 		Format:  keyFileFormat,
 		Version: keyFileVersion,
-		Type:    "ed25519",
-		Seed:    base64.StdEncoding.EncodeToString(k.priv.Seed()),
-		DID:     k.did,
+		Type:    typ,
+		Seed:    base64.StdEncoding.EncodeToString(seed),
+		DID:     did,
 	}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("save chain key: %w", err)
@@ -138,6 +142,18 @@ func SaveKey(path string, k *Ed25519Key) error {
 // LoadKey reads a chain key written by SaveKey. Errors wrap ErrKeyFile and say what is
 // wrong (too open permissions, not a key file, wrong seed size, did mismatch).
 func LoadKey(path string) (*Ed25519Key, error) {
+	kf, err := readKeyFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if kf.Type != "ed25519" {
+		return nil, fmt.Errorf("%w %s: key type %q: %w", ErrKeyFile, path, kf.Type, ErrUnsupportedKeyType)
+	}
+	return ed25519FromFile(path, kf)
+}
+
+// readKeyFile reads and checks a chain key file (permissions, size, format, version).
+func readKeyFile(path string) (*keyFile, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("load chain key: %w", err)
@@ -172,9 +188,10 @@ func LoadKey(path string) (*Ed25519Key, error) {
 	if kf.Version != keyFileVersion {
 		return nil, fmt.Errorf("%w %s: version %d, want %d", ErrKeyFile, path, kf.Version, keyFileVersion)
 	}
-	if kf.Type != "ed25519" {
-		return nil, fmt.Errorf("%w %s: key type %q: %w", ErrKeyFile, path, kf.Type, ErrUnsupportedKeyType)
-	}
+	return &kf, nil
+}
+
+func ed25519FromFile(path string, kf *keyFile) (*Ed25519Key, error) {
 	seed, err := base64.StdEncoding.DecodeString(kf.Seed)
 	if err != nil {
 		return nil, fmt.Errorf("%w %s: seed is not base64: %v", ErrKeyFile, path, err)

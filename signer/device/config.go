@@ -20,8 +20,8 @@ import (
 // node.Start.
 func (d *Device) Config() node.Config {
 	cfg := node.Config{DataDir: d.Dir, PSK: d.PSK, Chain: d.Chain, Bootstrap: d.Founder}
-	if d.Key != nil {
-		cfg.ChainKey = d.Key // a nil *Ed25519Key in the interface would not be nil
+	if d.AnyKey != nil {
+		cfg.ChainKey = d.AnyKey // never a nil *Ed25519Key in the interface
 	}
 	return cfg
 }

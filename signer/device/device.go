@@ -15,6 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/pnet"
 
+	"github.com/batonhq/baton/signer"
 	"github.com/batonhq/baton/signer/chain"
 	"github.com/batonhq/baton/signer/node"
 	"github.com/batonhq/baton/transport"
@@ -51,6 +52,9 @@ type Device struct {
 	// Replica: made without the chain key (or by a version that did not record it, and
 	// not the founder): it never signs. baton run says so at start.
 	Replica bool
+	// AnyKey is the chain key whatever its type (Key is the same key when it is
+	// Ed25519; a P-256 key of an atproto chain is only here).
+	AnyKey chain.Key
 }
 
 // Keys is what Create writes besides the identity.
@@ -64,6 +68,8 @@ type Keys struct {
 	// (init --from a data dir or a backup, an invite with the key), so that the copy
 	// can not bootstrap a second history of the chain.
 	History []byte
+	// AnyKey: optional, a chain key of another type (P-256: an atproto chain); Key nil.
+	AnyKey chain.Key
 }
 
 // ReadHistory reads the history marker beside a chain key in dir (nil when there is
@@ -114,14 +120,14 @@ func Open(dir string) (*Device, error) {
 	if doc.Version != 1 {
 		return nil, fmt.Errorf("%s: version %d, want 1", filepath.Join(dir, DeviceFile), doc.Version)
 	}
-	if _, err := chain.ParseDID(doc.Chain); err != nil {
+	if err := signer.CheckChainDID(doc.Chain); err != nil {
 		return nil, fmt.Errorf("%s: chain: %w", filepath.Join(dir, DeviceFile), err)
 	}
 	d := &Device{Dir: dir, Chain: doc.Chain, Founder: doc.First}
 	if d.PSK, err = transport.ReadPSKFile(filepath.Join(dir, NetworkKeyFile)); err != nil {
 		return nil, fmt.Errorf("network key: %w", err)
 	}
-	k, err := chain.LoadKey(filepath.Join(dir, ChainKeyFile))
+	k, err := chain.LoadAnyKey(filepath.Join(dir, ChainKeyFile))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if err := checkNoChainKey(dir, doc); err != nil {
@@ -133,7 +139,8 @@ func Open(dir string) (*Device, error) {
 	case k.DID() != doc.Chain:
 		return nil, fmt.Errorf("%w: %s holds the key of %s, but this device serves %s", ErrWrongChain, filepath.Join(dir, ChainKeyFile), k.DID(), doc.Chain)
 	default:
-		d.Key = k
+		d.AnyKey = k
+		d.Key, _ = k.(*chain.Ed25519Key)
 	}
 	if err := checkIdentityPresent(dir); err != nil {
 		return nil, err
@@ -161,11 +168,17 @@ func Create(dir string, k Keys) (_ *Device, err error) {
 	if k.Chain == "" && k.Key != nil {
 		k.Chain = k.Key.DID()
 	}
-	if _, err := chain.ParseDID(k.Chain); err != nil {
+	if k.Chain == "" && k.AnyKey != nil {
+		k.Chain = k.AnyKey.DID()
+	}
+	if err := signer.CheckChainDID(k.Chain); err != nil {
 		return nil, fmt.Errorf("chain: %w", err)
 	}
 	if k.Key != nil && k.Key.DID() != k.Chain {
 		return nil, fmt.Errorf("%w: the chain key is for %s, not %s", ErrWrongChain, k.Key.DID(), k.Chain)
+	}
+	if k.AnyKey != nil && k.AnyKey.DID() != k.Chain {
+		return nil, fmt.Errorf("%w: the chain key is for %s, not %s", ErrWrongChain, k.AnyKey.DID(), k.Chain)
 	}
 	if len(k.PSK) != transport.PSKSize {
 		return nil, fmt.Errorf("network key: want %d bytes, got %d", transport.PSKSize, len(k.PSK))
@@ -197,19 +210,23 @@ func Create(dir string, k Keys) (_ *Device, err error) {
 		if err := chain.SaveKey(filepath.Join(dir, ChainKeyFile), k.Key); err != nil {
 			return nil, err
 		}
-		if k.History != nil {
-			if err := node.CheckHistory(k.History, k.Chain); err != nil {
-				return nil, err
-			}
-			if err := writeFileExcl(filepath.Join(dir, node.GenesisFileName), k.History, 0o600); err != nil {
-				return nil, err
-			}
+	} else if k.AnyKey != nil {
+		if err := saveOtherKey(filepath.Join(dir, ChainKeyFile), k.AnyKey); err != nil {
+			return nil, err
+		}
+	}
+	if k.History != nil && (k.Key != nil || k.AnyKey != nil) {
+		if err := node.CheckHistory(k.History, k.Chain); err != nil {
+			return nil, err
+		}
+		if err := writeFileExcl(filepath.Join(dir, node.GenesisFileName), k.History, 0o600); err != nil {
+			return nil, err
 		}
 	}
 	if err := transport.WritePSKFile(filepath.Join(dir, NetworkKeyFile), k.PSK); err != nil {
 		return nil, fmt.Errorf("write network key: %w", err)
 	}
-	signer := k.Key != nil
+	signer := k.Key != nil || k.AnyKey != nil
 	doc, err := json.MarshalIndent(Doc{Version: 1, Chain: k.Chain, First: k.Founder, Signer: &signer}, "", "  ")
 	if err != nil {
 		return nil, err
@@ -224,6 +241,9 @@ func Create(dir string, k Keys) (_ *Device, err error) {
 // ChainKeySeed returns the seed of the device's chain key (what an invite with the
 // chain key carries), read back from chain.key and checked against its did.
 func (d *Device) ChainKeySeed() ([]byte, error) {
+	if d.Key == nil && d.AnyKey != nil {
+		return nil, fmt.Errorf("%s: an invite cannot carry a %T chain key yet: copy chain.key by hand", d.Dir, d.AnyKey)
+	}
 	if d.Key == nil {
 		return nil, fmt.Errorf("%s has no chain key (a replica)", d.Dir)
 	}

@@ -475,7 +475,7 @@ func (c *Config) setDefaults(libp2p bool) error {
 	case c.ChainKey == nil && c.Chain == "":
 		return fmt.Errorf("%w: Chain is required without a ChainKey", ErrBadConfig)
 	}
-	if _, err := chain.ParseDID(c.Chain); err != nil {
+	if err := signer.CheckChainDID(c.Chain); err != nil {
 		return fmt.Errorf("%w: chain: %w", ErrBadConfig, err)
 	}
 	if c.Bootstrap && c.Join != nil {
@@ -592,7 +592,7 @@ func (n *Node) Commits(ctx context.Context, fromSeq uint64, follow bool) <-chan 
 			var c signer.AppliedCommit
 			if err == nil {
 				var dc chain.Commit
-				dc, err = chain.Decode(raw)
+				dc, err = signer.DecodeCommit(raw)
 				c = signer.AppliedCommit{Seq: dc.Seq, Hash: chain.Hash(raw), Epoch: dc.Epoch, Signer: dc.Signer, Raw: raw}
 			}
 			if err != nil {

@@ -104,8 +104,9 @@ func propose(t *testing.T, k chain.Key, r *replica, c chain.Commit, rev string) 
 }
 
 // TestApplyRefuses: the repository step refuses a second branch on one head (prevData),
-// a rev that does not increase, a wrong root, a wrong op prev, a no-op write, a delete
-// of nothing, a forged signature, a high-S signature and non-canonical envelopes.
+// a rev that does not increase, a wrong root, a wrong op prev, a forged signature, a
+// high-S signature and non-canonical envelopes; it applies intents that are not net
+// (a no-op write, a delete of nothing, two on one path) with net event ops.
 func TestApplyRefuses(t *testing.T) {
 	k, err := GenerateKey()
 	if err != nil {
@@ -143,15 +144,32 @@ func TestApplyRefuses(t *testing.T) {
 	if _, err := r.apply(propose(t, k, r, chain.Commit{Epoch: 1, Signer: "peerA", Ops: []chain.Op{put("i3", "app.bsky.feed.post/x", "x")}}, "3l3qo2vutsw2c")); !errors.Is(err, ErrRefused) {
 		t.Fatalf("equal rev: %v", err)
 	}
-	// A no-op write (same record again) and a delete of nothing.
-	if _, err := Propose(k, r.bs, r.head, chain.Commit{Seq: 2, Prev: r.hash[:], Epoch: 1, Signer: "peerA", Ops: []chain.Op{put("i4", "app.bsky.feed.post/3l3qo2vutsw2b", "one")}}, testDID, "3l3qo2vutsw2d"); err == nil {
-		t.Fatal("no-op write proposed")
+	// Intents that are not net are signed (the log accepted them: a holder that could
+	// not sign them would stop the chain): a write of the same record again, a delete
+	// of nothing, two intents on one path. The event's ops are net: one per path whose
+	// record changed.
+	dataBefore := r.head.Data
+	noop := propose(t, k, r, chain.Commit{Epoch: 1, Signer: "peerA", Ops: []chain.Op{put("i4", "app.bsky.feed.post/3l3qo2vutsw2b", "one"),
+		{ID: "i5", Kind: chain.Del, Path: "app.bsky.feed.post/nope"}}}, "3l3qo2vutsw2d")
+	st, err := r.apply(noop)
+	if err != nil {
+		t.Fatalf("no-op intents: %v", err)
 	}
-	if _, err := Propose(k, r.bs, r.head, chain.Commit{Seq: 2, Prev: r.hash[:], Epoch: 1, Signer: "peerA", Ops: []chain.Op{{ID: "i5", Kind: chain.Del, Path: "app.bsky.feed.post/nope"}}}, testDID, "3l3qo2vutsw2d"); err == nil {
-		t.Fatal("delete of nothing proposed")
+	if len(st.Ops) != 0 || !bytes.Equal(st.Head.Data, dataBefore) {
+		t.Fatalf("no-op intents changed the repository: %d ops", len(st.Ops))
+	}
+	twice := propose(t, k, r, chain.Commit{Epoch: 1, Signer: "peerA", Ops: []chain.Op{put("i5a", "app.bsky.feed.post/3l3qo2vutsw2y", "first"),
+		put("i5b", "app.bsky.feed.post/3l3qo2vutsw2y", "second"), {ID: "i5c", Kind: chain.Del, Path: "app.bsky.feed.post/3l3qo2vutsw2c"},
+		put("i5d", "app.bsky.feed.post/3l3qo2vutsw2c", "two")}}, "3l3qo2vutsw2e")
+	st, err = r.apply(twice)
+	if err != nil {
+		t.Fatalf("two intents on one path: %v", err)
+	}
+	if len(st.Ops) != 1 || st.Ops[0].Action != "create" || !bytes.Equal(st.Ops[0].CID, CIDOf(record(t, "second"))) {
+		t.Fatalf("net ops: %+v", st.Ops)
 	}
 	// Tampering with the envelope: wrong data, wrong op prev, bad sig, high-S.
-	good := propose(t, k, r, chain.Commit{Epoch: 1, Signer: "peerA", Ops: []chain.Op{put("i6", "app.bsky.feed.post/3l3qo2vutsw2b", "one, edited")}}, "3l3qo2vutsw2e")
+	good := propose(t, k, r, chain.Commit{Epoch: 1, Signer: "peerA", Ops: []chain.Op{put("i6", "app.bsky.feed.post/3l3qo2vutsw2b", "one, edited")}}, "3l3qo2vutsw2f")
 	_ = base
 	e, err := DecodeEnvelope(good)
 	if err != nil {

@@ -112,7 +112,6 @@ func DecodeEnvelope(raw []byte) (Envelope, error) {
 	e = Envelope{PrevData: w.PrevData, OpPrev: make([][]byte, len(w.Ops)), Repo: rc, Block: w.Commit,
 		Commit: chain.Commit{Version: w.V, Chain: w.Chain, Seq: seq, Epoch: w.Epoch, Signer: w.Signer,
 			Prev: w.Prev, Time: w.Time, Sig: rc.Sig, Ops: make([]chain.Op, len(w.Ops))}}
-	paths := make(map[string]struct{}, len(w.Ops)) // lookups only
 	for i, o := range w.Ops {
 		op := chain.Op{ID: o.ID, Path: o.Path}
 		if o.ID == "" {
@@ -121,10 +120,6 @@ func DecodeEnvelope(raw []byte) (Envelope, error) {
 		if err := checkPath(o.Path); err != nil {
 			return e, verr(seq, chain.ReasonBadOp, "op %d: %v", i, err)
 		}
-		if _, dup := paths[o.Path]; dup {
-			return e, verr(seq, chain.ReasonBadOp, "op %d: a second op on %s (ops must be net: one per path)", i, o.Path)
-		}
-		paths[o.Path] = struct{}{}
 		if o.Prev != nil && (len(o.Prev) != CIDSize || !bytes.Equal(o.Prev[:4], cidPrefix)) {
 			return e, verr(seq, chain.ReasonBadOp, "op %d: prev is not a CID", i)
 		}
@@ -136,8 +131,8 @@ func DecodeEnvelope(raw []byte) (Envelope, error) {
 			}
 		case "del":
 			op.Kind = chain.Del
-			if o.Val != nil || o.Prev == nil {
-				return e, verr(seq, chain.ReasonBadOp, "op %d: a del has no val and names the record's prev CID", i)
+			if o.Val != nil {
+				return e, verr(seq, chain.ReasonBadOp, "op %d: a del has no val", i)
 			}
 		default:
 			return e, verr(seq, chain.ReasonBadOp, "op %d: op %q", i, o.Op)

@@ -71,3 +71,22 @@ func parsePub(did string) (atcrypto.PublicKey, error) {
 	}
 	return pub, nil
 }
+
+// IsP256DID reports whether did is a P-256 did:key in canonical form: a chain key
+// this format signs with.
+func IsP256DID(did string) bool {
+	pub, err := parsePub(did)
+	if err != nil {
+		return false
+	}
+	_, ok := pub.(*atcrypto.PublicKeyP256)
+	return ok && pub.DIDKey() == did
+}
+
+func init() {
+	chain.RegisterKeyType(KeyType, func(seed []byte) (chain.Key, error) { return ParseKey(seed) })
+}
+
+// SaveKey writes k to a chain key file (type "p256", mode 0600, never over an
+// existing file): chain.LoadAnyKey reads it back.
+func SaveKey(path string, k *Key) error { return chain.SaveTypedKey(path, KeyType, k.Bytes(), k.DID()) }

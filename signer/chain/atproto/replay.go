@@ -105,3 +105,32 @@ func GetRecord(bs Blocks, head Head, path string) (rec, cid []byte, err error) {
 	}
 	return rec, c.Bytes(), err
 }
+
+// ChainVerifier checks an export of an atproto chain commit by commit as
+// chain.ChainVerifier does for baton's format (Next, Head), replaying the repository.
+type ChainVerifier struct {
+	rp   *Replayer
+	head chain.Head
+}
+
+// NewChainVerifier returns a verifier for the chain whose key is the did:key chainDID,
+// from seq 1.
+func NewChainVerifier(chainDID string) *ChainVerifier {
+	return &ChainVerifier{rp: NewReplayer(chainDID)}
+}
+
+// Next checks the next commit (Replayer.Next) and returns its fence and ops.
+func (v *ChainVerifier) Next(raw []byte) (chain.Commit, error) {
+	if _, err := v.rp.Next(raw); err != nil {
+		return chain.Commit{}, err
+	}
+	e, err := DecodeEnvelope(raw)
+	if err != nil {
+		return chain.Commit{}, err
+	}
+	v.head = chain.Head{Seq: e.Commit.Seq, Hash: Hash(raw), Epoch: e.Commit.Epoch, Signer: e.Commit.Signer}
+	return e.Commit, nil
+}
+
+// Head is the last commit checked.
+func (v *ChainVerifier) Head() chain.Head { return v.head }

@@ -124,7 +124,7 @@ func (c *TreeCache) Apply(bs Blocks, head Head, e Envelope) (Step, error) {
 			return Step{}, err
 		}
 	}
-	ops, recs, err := applyOps(tree, e.Commit.Ops, e.OpPrev)
+	ops, _, recs, err := applyOps(tree, e.Commit.Ops, e.OpPrev)
 	if err != nil {
 		return refuse("%v", err)
 	}
@@ -136,61 +136,97 @@ func (c *TreeCache) Apply(bs Blocks, head Head, e Envelope) (Step, error) {
 		return refuse("data %x is not the recomputed MST root %x", e.Repo.Data, root)
 	}
 	c.keep(root, tree) // root's tree, whether or not the log accepts this commit
+	if !slices.ContainsFunc(nodes, func(b Block) bool { return bytes.Equal(b.CID, root) }) {
+		// The root did not change (no op changed a record): the event still carries the
+		// root node, which a reader of the event's CAR slice loads the tree from.
+		if b, err := bs.Get(root); err == nil && b != nil {
+			nodes = append(nodes, Block{CID: root, Data: b})
+		}
+	}
 	st := Step{Head: Head{DID: e.Repo.DID, Data: root, Rev: e.Repo.Rev, Commit: CIDOf(e.Block)}, Ops: ops}
 	st.Blocks = sortBlocks(append(append(recs, nodes...), Block{CID: st.Head.Commit, Data: e.Block}))
 	return st, nil
 }
 
-// applyOps applies the ops to tree, checking each op's prev CID when opPrev is given
-// (nil: fill it in, for a proposal). It returns the ops as atproto names them and the
-// record blocks.
-func applyOps(tree *mst.Tree, in []chain.Op, opPrev [][]byte) ([]RepoOp, []Block, error) {
-	ops := make([]RepoOp, len(in))
-	var recs []Block
+// applyOps applies the ops (one per intent, in order) to tree, checking each op's prev
+// CID when opPrev is given (nil: fill it in, for a proposal). Intents need not be net:
+// two on one path, a put of an unchanged record and a delete of an absent one are
+// applied as they come (the last two change nothing), so that every intent the log
+// accepted can be signed. It returns the net ops as a #commit event names them (one
+// per path whose record changed, in the order the paths first appear), each intent's
+// prev CID, and the blocks of the records the tree points at afterwards.
+func applyOps(tree *mst.Tree, in []chain.Op, opPrev [][]byte) ([]RepoOp, [][]byte, []Block, error) {
+	type pathState struct {
+		first, last []byte // CIDs before the first op and after the last (nil: none)
+		val         []byte // the last put's record
+	}
+	prevs := make([][]byte, len(in))
+	var order []string
+	state := map[string]*pathState{} // lookups only: order is the slice's
 	for i, op := range in {
 		key := []byte(op.Path)
 		cur, err := tree.Get(key)
 		if err != nil {
-			return nil, nil, fmt.Errorf("op %d: %v", i, err)
+			return nil, nil, nil, fmt.Errorf("op %d: %v", i, err)
 		}
 		var prev []byte
 		if cur != nil {
 			prev = cur.Bytes()
 		}
 		if opPrev != nil && !bytes.Equal(opPrev[i], prev) {
-			return nil, nil, fmt.Errorf("op %d (%s): prev CID is not the record's current CID", i, op.Path)
+			return nil, nil, nil, fmt.Errorf("op %d (%s): prev CID is not the record's current CID", i, op.Path)
+		}
+		prevs[i] = prev
+		ps := state[op.Path]
+		if ps == nil {
+			ps = &pathState{first: prev}
+			state[op.Path] = ps
+			order = append(order, op.Path)
 		}
 		switch op.Kind {
 		case chain.Put:
 			c := CIDOf(op.Value)
-			if bytes.Equal(c, prev) {
-				return nil, nil, fmt.Errorf("op %d (%s): writes the record unchanged (ops must be net)", i, op.Path)
+			if !bytes.Equal(c, prev) {
+				cc, err := cid.Cast(c)
+				if err != nil {
+					return nil, nil, nil, err
+				}
+				if _, err := tree.Insert(key, cc); err != nil {
+					return nil, nil, nil, fmt.Errorf("op %d: %v", i, err)
+				}
 			}
-			cc, err := cid.Cast(c)
-			if err != nil {
-				return nil, nil, err
-			}
-			if _, err := tree.Insert(key, cc); err != nil {
-				return nil, nil, fmt.Errorf("op %d: %v", i, err)
-			}
-			ops[i] = RepoOp{Action: "create", Path: op.Path, CID: c, Prev: prev}
-			if prev != nil {
-				ops[i].Action = "update"
-			}
-			recs = append(recs, Block{CID: c, Data: op.Value})
+			ps.last, ps.val = c, op.Value
 		case chain.Del:
-			if prev == nil {
-				return nil, nil, fmt.Errorf("op %d (%s): deletes a record that does not exist", i, op.Path)
+			if prev != nil {
+				if _, err := tree.Remove(key); err != nil {
+					return nil, nil, nil, fmt.Errorf("op %d: %v", i, err)
+				}
 			}
-			if _, err := tree.Remove(key); err != nil {
-				return nil, nil, fmt.Errorf("op %d: %v", i, err)
-			}
-			ops[i] = RepoOp{Action: "delete", Path: op.Path, Prev: prev}
+			ps.last, ps.val = nil, nil
 		default:
-			return nil, nil, fmt.Errorf("op %d: unknown kind %d", i, op.Kind)
+			return nil, nil, nil, fmt.Errorf("op %d: unknown kind %d", i, op.Kind)
 		}
 	}
-	return ops, recs, nil
+	var ops []RepoOp
+	var recs []Block
+	for _, p := range order {
+		ps := state[p]
+		if bytes.Equal(ps.first, ps.last) {
+			continue // no change on this path: no op in the event
+		}
+		op := RepoOp{Action: "update", Path: p, CID: ps.last, Prev: ps.first}
+		switch {
+		case ps.first == nil:
+			op.Action = "create"
+		case ps.last == nil:
+			op.Action = "delete"
+		}
+		ops = append(ops, op)
+		if ps.last != nil {
+			recs = append(recs, Block{CID: ps.last, Data: ps.val})
+		}
+	}
+	return ops, prevs, recs, nil
 }
 
 func loadTree(bs Blocks, root []byte) (*mst.Tree, error) {
@@ -295,7 +331,7 @@ func Propose(key chain.Key, bs Blocks, head Head, c chain.Commit, did, rev strin
 	if err != nil {
 		return nil, err
 	}
-	ops, _, err := applyOps(tree, c.Ops, nil)
+	_, opPrev, _, err := applyOps(tree, c.Ops, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", chain.ErrInvalidCommit, err)
 	}
@@ -317,10 +353,6 @@ func Propose(key chain.Key, bs Blocks, head Head, c chain.Commit, did, rev strin
 	block, err := rc.Bytes()
 	if err != nil {
 		return nil, err
-	}
-	opPrev := make([][]byte, len(ops))
-	for i, o := range ops {
-		opPrev[i] = o.Prev
 	}
 	raw, err := encodeEnvelope(c, head.Data, opPrev, block)
 	if err != nil {
