@@ -74,6 +74,7 @@ type runFlags struct {
 	inviteFile   *string
 	joinTimeout  *time.Duration
 	nonvoter     *bool
+	markFile     *string
 	raftTimeout  *time.Duration
 	logLevel     *string
 	logFormat    *string
@@ -94,6 +95,7 @@ func addRunFlags(fs *pflag.FlagSet, join bool) *runFlags {
 		bootstrap:    fs.Bool("bootstrap", false, "bootstrap a new cluster on first start (implied for the device made with init --new-chain)"),
 		newHistory:   fs.Bool("start-second-history", false, "with --bootstrap, allow a chain key that already has a history (chain.genesis) to start another one: readers of the first see a fork"),
 		nonvoter:     fs.Bool("nonvoter", false, "join as a non-voter (a replica that does not count for quorum)"),
+		markFile:     fs.String("mark-file", "", "the `file` outside the data dir that keeps the highest Raft term and applied index this device reached, so a restored older copy is fenced until it caught up (default DIR.mark; - for none)"),
 		joinTimeout:  fs.Duration("join-timeout", time.Minute, "how long a first start waits for the cluster to admit this device"),
 		raftTimeout:  fs.Duration("raft-timeout", 0, "Raft heartbeat and election timeout (0: TTL/5 within 1s-5s, which keeps an idle leader's CPU low); lower for tests"),
 		logLevel:     fs.String("log-level", "info", "log `level`: debug, info, warn, error"),
@@ -235,6 +237,7 @@ func (c *cli) prepare(f *runFlags, inv *device.Invite) (*startPlan, error) {
 	s.cfg.ListenAddrs = listen
 	s.cfg.AdvertiseAddrs = advertise
 	s.cfg.NewHistory = *f.newHistory
+	s.cfg.MarkFile = *f.markFile
 	s.cfg.TTL, s.cfg.Tick = *f.ttl, *f.tick
 	s.cfg.Logger = logger
 	s.cfg.RaftLogLevel = raftLevel
