@@ -189,7 +189,7 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 	}
 	rc.NoSnapshotRestoreOnStart = stateCoversSnapshot(fsm, snaps)
 	rf := &raftStoreFault{onChange: func() { fsm.notify.publish(nil) }}
-	logs, err := raft.NewLogCache(512, faultLogStore{LogStore: stageLogStore{LogStore: sealedLogs, who: fsm.who}, f: rf})
+	logs, err := raft.NewLogCache(512, faultLogStore{LogStore: stages.LogStore{LogStore: sealedLogs, Who: fsm.who}, f: rf})
 	if err != nil {
 		store.Close()
 		fsm.Close()

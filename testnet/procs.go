@@ -550,9 +550,13 @@ func (p *proc) terminate(grace time.Duration) error {
 		return err
 	}
 	if !p.waitExit(grace) {
+		// A goroutine dump into the device's log says where it hung (Go prints it on
+		// SIGQUIT and exits), then SIGKILL.
+		_ = p.signal(syscall.SIGQUIT)
+		p.waitExit(2 * time.Second)
 		_ = p.signal(syscall.SIGKILL)
 		p.waitExit(reapGrace)
-		return errors.New("did not stop on SIGTERM")
+		return errors.New("did not stop on SIGTERM (a goroutine dump is in its log)")
 	}
 	return nil
 }

@@ -161,7 +161,7 @@ type node struct {
 	advertise []string
 
 	host      *Host
-	trans     *raft.NetworkTransport
+	trans     *RaftTransport
 	pipelines atomic.Int64 // AppendEntriesPipeline calls made by this node's raft
 	raft      *raft.Raft
 	fsm       *testFSM
@@ -230,7 +230,7 @@ func (n *node) start() {
 	if n.tweak != nil {
 		n.tweak(cfg)
 	}
-	r, err := raft.NewRaft(cfg, n.fsm, store, store, snaps, &countingTransport{NetworkTransport: trans, pipelines: &n.pipelines})
+	r, err := raft.NewRaft(cfg, n.fsm, store, store, snaps, &countingTransport{RaftTransport: trans, pipelines: &n.pipelines})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,12 +444,12 @@ func peerInfoOf(t testing.TB, dir string) peer.AddrInfo {
 // countingTransport counts pipelined replication streams, to show that raft
 // pipelines AppendEntries over the libp2p stream layer.
 type countingTransport struct {
-	*raft.NetworkTransport
+	*RaftTransport
 	pipelines *atomic.Int64
 }
 
 func (t *countingTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
-	p, err := t.NetworkTransport.AppendEntriesPipeline(id, target)
+	p, err := t.RaftTransport.AppendEntriesPipeline(id, target)
 	if err == nil {
 		t.pipelines.Add(1)
 	}

@@ -52,7 +52,7 @@ type RaftTransportConfig struct {
 // it for about two raft Timeouts). Without a Cluster, Shutdown may wait up to Timeout
 // for each RPC in flight to such a peer. A stream whose graceful close takes longer
 // than a second is reset.
-func (h *Host) RaftTransport(cfg RaftTransportConfig) (*raft.NetworkTransport, error) {
+func (h *Host) RaftTransport(cfg RaftTransportConfig) (*RaftTransport, error) {
 	if h.ctx.Err() != nil {
 		return nil, ErrClosed
 	}
@@ -67,13 +67,13 @@ func (h *Host) RaftTransport(cfg RaftTransportConfig) (*raft.NetworkTransport, e
 	}
 	sl := newStreamLayer(h, RaftProtocol)
 	h.raftLayer.Store(sl)
-	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	return &RaftTransport{raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:          sl,
 		MaxPool:         cfg.MaxPool,
 		Timeout:         cfg.Timeout,
 		MaxRPCsInFlight: cfg.MaxRPCsInFlight,
 		Logger:          cfg.Logger,
-	}), nil
+	})}, nil
 }
 
 // streamLayer implements raft.StreamLayer over one libp2p protocol. It keeps every

@@ -36,23 +36,6 @@ type counterFSM struct {
 	who uintptr // in the latency trace
 }
 
-// markStore marks the Raft log writes in the latency trace, as baton's replicas do.
-type markStore struct {
-	raft.LogStore
-	who uintptr
-}
-
-func (s markStore) StoreLogs(logs []*raft.Log) error {
-	if !stages.On() || len(logs) == 0 {
-		return s.LogStore.StoreLogs(logs)
-	}
-	lo, hi := logs[0].Index, logs[len(logs)-1].Index
-	stages.Mark(stages.StoreStart, lo, hi, s.who)
-	err := s.LogStore.StoreLogs(logs)
-	stages.Mark(stages.StoreEnd, lo, hi, s.who)
-	return err
-}
-
 // baselineWho numbers the baseline's replicas in the trace (far from baton's).
 const baselineWho = 1 << 20
 
@@ -108,7 +91,7 @@ func StartBaseline(ctx context.Context, dir string) (*Baseline, error) {
 		c.Logger = hclog.NewNullLogger()
 		who := uintptr(baselineWho + i)
 		b.whos = append(b.whos, who)
-		r, err := raft.NewRaft(c, &counterFSM{who: who}, markStore{LogStore: store, who: who}, store, snaps, t)
+		r, err := raft.NewRaft(c, &counterFSM{who: who}, stages.LogStore{LogStore: store, Who: who}, store, snaps, t)
 		if err != nil {
 			b.Close()
 			return nil, fmt.Errorf("baseline raft: %w", err)
