@@ -184,3 +184,19 @@ func TestDrillLoad(t *testing.T) {
 		t.Fatalf("signed %d, applied %d, late %d, acked %d", c.Signed, c.Commits, c.Late, c.Acked)
 	}
 }
+
+// TestDrillHoldsReachTheEnd: the report's window ends when the drill stopped
+// its devices to read them, so the last hold bar reaches the end of the timeline
+// (it stopped short while the checker ran).
+func TestDrillHoldsReachTheEnd(t *testing.T) {
+	rep := runDrillTest(t, "release-handover")
+	var last time.Time
+	for _, h := range rep.Holds {
+		if h.To.After(last) {
+			last = h.To
+		}
+	}
+	if gap := rep.Finished.Sub(last); gap > 2*DefaultSampleEvery {
+		t.Fatalf("the last hold ends %s before the report's end", gap)
+	}
+}

@@ -16,6 +16,8 @@ const (
 	svgLeft     = 150 // lane labels
 	svgRight    = 20
 	charWidth   = 6.4 // average width of an 11 px sans-serif character
+	boldWidth   = 7.2 // the same in bold, in the widest common sans (DejaVu Sans Bold)
+	gapRowH     = 14  // the gap labels' rows above the lanes: 11 px text and its descenders
 	fullMaxSpan = 2 * time.Minute
 	fullMaxRuns = 20
 	zoomRounds  = 4
@@ -405,7 +407,7 @@ var laneFault = map[string]bool{EventKill: true, EventPause: true, EventStop: tr
 // timelineSVG draws the devices' lanes and the chain's growth over [from, to].
 func timelineSVG(r *Report, from, to time.Time) string {
 	const (
-		top     = 50 // room for three rows of gap labels
+		top     = 64 // room for the legend and three rows of gap labels under it
 		laneH   = 50
 		growthH = 110
 	)
@@ -455,10 +457,10 @@ func timelineSVG(r *Report, from, to time.Time) string {
 		if f.Fault != "" {
 			label += " (" + fmtDur(f.SinceFault) + " after fault)"
 		}
-		w := textWidth(label)
+		w := boldWidth * float64(len([]rune(label)))
 		lx := math.Max(s.x0, math.Min((x0+x1)/2-w/2, s.x1-w))
 		if row := gapRows.place(lx, w); row >= 0 {
-			fmt.Fprintf(&b, `<text x="%.1f" y="%d" fill="#b71c1c" font-weight="bold">%s<title>%s</title></text>`+"\n", lx, top-8-row*12, html.EscapeString(label), html.EscapeString(title))
+			fmt.Fprintf(&b, `<text x="%.1f" y="%d" fill="#b71c1c" font-weight="bold">%s<title>%s</title></text>`+"\n", lx, top-8-row*gapRowH, html.EscapeString(label), html.EscapeString(title))
 		}
 	}
 	// Lanes.

@@ -25,17 +25,21 @@ type recorder struct {
 	// onHold, optional, is told when a device starts holding the lease.
 	onHold func(device string, epoch uint64)
 
-	mu       sync.Mutex
-	events   []Event
-	holds    []Span
-	open     map[string]*Span // device -> its open hold span
-	leader   map[string]bool  // device -> was leader at the last sample
-	leaders  []Mark
-	growth   []Point
-	maxSeq   uint64
-	maxEpoch uint64
-	seen     map[uint64]time.Time // seq -> first seen applied
-	epochAt  map[uint64]time.Time // epoch -> a commit of it first seen applied
+	mu      sync.Mutex
+	events  []Event
+	holds   []Span
+	open    map[string]*Span // device -> its open hold span
+	leader  map[string]bool  // device -> was leader at the last sample
+	leaders []Mark
+	growth  []Point
+	// growthFrom is when the last growth point's stretch began: a busy stretch is
+	// thinned into one point per growthEvery from there (measured from the point
+	// itself, which moves, a chain growing at every sample stayed one point).
+	growthFrom time.Time
+	maxSeq     uint64
+	maxEpoch   uint64
+	seen       map[uint64]time.Time // seq -> first seen applied
+	epochAt    map[uint64]time.Time // epoch -> a commit of it first seen applied
 }
 
 // sampled is one device's state at a sample.
@@ -114,11 +118,12 @@ func (r *recorder) sample() {
 			r.maxEpoch = max(r.maxEpoch, o.head)
 			r.sawEpoch(o.head, now)
 			p := Point{At: now, Seq: o.seq, Epoch: r.maxEpoch}
-			if n := len(r.growth); n > 0 && now.Sub(r.growth[n-1].At) < growthEvery && r.growth[n-1].Epoch == p.Epoch &&
+			if n := len(r.growth); n > 0 && now.Sub(r.growthFrom) < growthEvery && r.growth[n-1].Epoch == p.Epoch &&
 				(n < 2 || r.growth[n-2].Epoch == p.Epoch) {
 				r.growth[n-1] = p // thin a busy stretch; an epoch change stays a point of its own
 			} else {
 				r.growth = append(r.growth, p)
+				r.growthFrom = now
 			}
 		}
 	}

@@ -437,6 +437,10 @@ func RunScenario(ctx context.Context, cfg DrillConfig) (Report, error) {
 		d.Logf("converged")
 	}
 	cancel()
+	// The run ends here: Collect stops the devices to read them (the holder's hold
+	// ends then) and the checker takes its time; a window running on to then showed
+	// every hold bar stopping short of the end.
+	rep.Finished = time.Now()
 	in, err := net.Collect(ctx)
 	fail(err)
 	for _, l := range append([]*Load{d.Load}, d.extra...) {
@@ -460,7 +464,6 @@ func RunScenario(ctx context.Context, cfg DrillConfig) (Report, error) {
 	in.FaultFree, in.Strict = sc.FaultFree, cfg.Strict
 	rep.Check = Check(in)
 	rep.Rejections = in.Rejections
-	rep.Finished = time.Now()
 	net.Timeline(&rep)
 	rep.Rounds = d.rounds
 	attributeRefused(&rep)

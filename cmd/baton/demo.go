@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -37,24 +38,16 @@ Examples:
 
 // demo is the story told on a testnet.Cluster.
 type demo struct {
-	out   *lockedWriter
+	out   *demoPrinter // the timestamped lines, in event order
+	w     io.Writer    // the header and the summary
 	start time.Time
 	c     *testnet.Cluster
 	ttl   time.Duration
 	tick  time.Duration
 }
 
-// lockedWriter serialises the demo's lines (the cluster reports from its goroutines).
-type lockedWriter struct {
-	mu sync.Mutex
-	w  interface{ Write([]byte) (int, error) }
-}
-
-func (d *demo) say(format string, args ...any) {
-	d.out.mu.Lock()
-	defer d.out.mu.Unlock()
-	fmt.Fprintf(d.out.w, "[%6.2fs] %s\n", time.Since(d.start).Seconds(), fmt.Sprintf(format, args...))
-}
+// say tells what happens now.
+func (d *demo) say(format string, args ...any) { d.out.at(time.Now(), format, args...) }
 
 func cmdDemo(ctx context.Context, c *cli, args []string) error {
 	fs := c.flagSet("demo", demoUsage)
@@ -85,11 +78,15 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 	if *verbose {
 		logger = slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	d := &demo{out: &lockedWriter{w: c.stdout}, start: time.Now(), ttl: *ttl, tick: *tick}
+	start := time.Now()
+	// A line waits up to 250 ms for earlier events told late (the hold callback runs
+	// after a timeline sample, every 20 ms).
+	d := &demo{out: newDemoPrinter(c.stdout, start, 250*time.Millisecond), w: c.stdout, start: start, ttl: *ttl, tick: *tick}
+	defer d.out.Close()
 	d.c, err = testnet.NewCluster(testnet.Config{Nodes: 3, TTL: *ttl, Tick: *tick, Dir: dir, Logger: logger,
 		OnEvent: func(e testnet.Event) {
 			verb, rest, _ := strings.Cut(e.Label, " ")
-			d.say("%s %s", strings.ToUpper(verb), rest)
+			d.out.at(e.At, "%s %s", strings.ToUpper(verb), rest)
 		},
 		OnHold: func(x *testnet.Device, epoch uint64) { d.say("LEASE %s holds epoch %d", x.Label(), epoch) }})
 	if err != nil {
@@ -103,6 +100,7 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		problems = append(problems, err.Error())
 	}
+	d.out.Close()
 	if len(problems) > 0 {
 		fmt.Fprintf(c.stdout, "\nFAILED: %d problem(s):\n", len(problems))
 		for _, p := range problems {
@@ -117,13 +115,15 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 // run tells the story and returns the checks that failed; err means it could not go on.
 func (d *demo) run(ctx context.Context, rate int) (problems []string, err error) {
 	c := d.c
-	fmt.Fprintf(d.out.w, "baton demo: 3 devices on 127.0.0.1, lease TTL %s, tick %s, %d intents/s\nchain %s\n\n", d.ttl, d.tick, rate, c.Chain())
+	fmt.Fprintf(d.w, "baton demo: 3 devices on 127.0.0.1, lease TTL %s, tick %s, %d intents/s\nchain %s\n\n", d.ttl, d.tick, rate, c.Chain())
 	if err := c.Start(ctx); err != nil {
 		return nil, err
 	}
-	for _, x := range c.Devices() {
-		d.say("device %s is up (%s)", x.Label(), map[bool]string{true: "bootstrapped the cluster", false: "joined with an invite token"}[x.Index == 0])
+	var joined []string
+	for _, x := range c.Devices()[1:] {
+		joined = append(joined, x.Label())
 	}
+	d.say("cluster up: %s bootstrapped it, %s joined with invite tokens", c.Devices()[0].Label(), strings.Join(joined, " and "))
 	// Intents flow: ids are idempotency keys, so a submission with an unknown outcome
 	// is retried with the same id on another device.
 	load, err := testnet.StartLoad(ctx, testnet.LoadConfig{Targets: c.LoadTargets(), Rate: rate, Max: 1 << 30, Workers: 16,
@@ -241,6 +241,7 @@ func (d *demo) run(ctx context.Context, rate int) (problems []string, err error)
 		return problems, err
 	}
 	d.say("settled: every device at the same head, nothing pending")
+	d.out.Flush()
 	in, err := c.Collect(context.WithoutCancel(ctx))
 	if err != nil {
 		return problems, err
@@ -327,7 +328,8 @@ func (d *demo) pace(ctx context.Context, dur time.Duration) {
 
 // summary prints what the checker found and the story's timings.
 func (d *demo) summary(res testnet.CheckResult, in testnet.CheckInput, killed node.State, claimed, takeover, handover time.Duration) {
-	w := d.out.w
+	d.out.Close() // the summary follows every line told
+	w := d.w
 	yes := func(ok bool, y string) string {
 		if ok {
 			return y
