@@ -86,14 +86,11 @@
 //  8. A record naming this device that it has no memory of writing (WhyAdopt). This
 //     happens after a restart (the previous incarnation's record), after a transfer to
 //     this device, or when two processes wrongly share one identity. The device never
-//     signs on such a record: it must first make a fresh write. After a transfer (the
-//     record it observed just before was another device's at epoch-1, and it sees the
-//     transfer within its may-sign window) that write is a renewal at the transfer's
-//     epoch (WhyTransfer): nobody signed at that epoch (the giver signed at the one
-//     before, which the transfer fences), so one handover is one epoch. It claims
-//     epoch+1 through the CAS at once when it has had no lease write accepted since it
-//     started (a restart: the bump fences whatever the previous incarnation had in
-//     flight at that epoch), or when it saw a transfer only later. Otherwise (it held the lease
+//     signs on such a record: it must first make a fresh write. It claims epoch+1
+//     through the CAS at once when the evidence says the record is legitimately its own:
+//     it has had no lease write accepted since it started (a restart: the bump fences
+//     whatever the previous incarnation had in flight), or the record it observed just
+//     before was another device's at epoch-1 (a transfer). Otherwise (it held the lease
 //     in this process and sees its ID at an epoch it did not write: a twin process) it
 //     treats the record like any other holder's and waits it out, so twins do not bump
 //     the epoch back and forth every tick. A claim whose outcome was unknown (Propose

@@ -311,18 +311,6 @@ func (l *Lease) Claim(ctx context.Context) (uint64, error) {
 			l.mu.Unlock()
 			return v.Lease.Epoch, nil
 		}
-		if d.Why == WhyTransfer {
-			// Transferred to this device: its fresh write is a renewal at the
-			// transfer's epoch.
-			held, err := l.renewLocked(ctx)
-			if err != nil {
-				return 0, fmt.Errorf("claim: %w", err)
-			}
-			if !held {
-				return 0, fmt.Errorf("claim: %w", ErrNotHolder)
-			}
-			return l.Epoch(), nil
-		}
 		if d.Action != Claim {
 			err := l.notClaimableLocked(d, v.Lease)
 			l.mu.Unlock()
@@ -410,12 +398,8 @@ func (l *Lease) Renew(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("renew: %w", err)
 	}
 	defer l.unlockWrites()
-	l.mu.Lock()
-	return l.renewLocked(ctx)
-}
 
-// renewLocked is Renew with the write lock and l.mu held; it unlocks l.mu.
-func (l *Lease) renewLocked(ctx context.Context) (bool, error) {
+	l.mu.Lock()
 	d, v := l.refreshLocked()
 	rec := v.Lease
 	switch d.Action {

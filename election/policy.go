@@ -53,7 +53,6 @@ const (
 	WhyRenewDue   Why = "renew_due"   // ours, >= ttl/2 since our last successful write: renew
 	WhyOwnLapsed  Why = "own_lapsed"  // ours, may-sign window over since our last write: claim epoch+1 (CAS)
 	WhyAdopt      Why = "adopt"       // our ID, no memory of writing it (restart, transfer): claim epoch+1
-	WhyTransfer   Why = "transfer"    // a transfer to us, seen as it happened: renew at its epoch (one handover, one epoch)
 	WhyStandoff   Why = "standoff"    // we released it ourselves a moment ago: let others claim
 )
 
@@ -299,15 +298,8 @@ func (p Policy) Decide(in Input) Decision {
 			in.Previous.Epoch+1 == rec.Epoch
 		if transfer {
 			// A transfer names us explicitly: our own release standoff (meant to let
-			// others claim a lease we gave up) does not apply to it. Its epoch is new
-			// and nobody signed at it (the giver signed at the epoch before, which the
-			// transfer fences), so a renewal at that epoch is the fresh write: one
-			// handover, one epoch. Seen too late (the loop stalled past the may-sign
-			// window since the transfer appeared), claim epoch+1 as after a restart.
+			// others claim a lease we gave up) does not apply to it.
 			d.Action, d.Why = Claim, WhyAdopt
-			if d.Observed < time.Duration(p.SignFraction*float64(ttl)) {
-				d.Action, d.Why = Renew, WhyTransfer
-			}
 			return d
 		}
 		if !in.EverHeld {

@@ -70,8 +70,6 @@ func TestPolicyDecide(t *testing.T) {
 	adoptTransfer := adoptBoot
 	adoptTransfer.EverHeld = true
 	adoptTransfer.Previous, adoptTransfer.HavePrevious = intentlog.Lease{Holder: "x", Epoch: 6}, true
-	lateTransfer := adoptTransfer
-	lateTransfer.FirstSeen = lateTransfer.Mono - pTTL
 	twin := adoptTransfer
 	twin.Previous = intentlog.Lease{Holder: "a", Epoch: 6}
 	afterRelease := adoptTransfer
@@ -119,14 +117,13 @@ func TestPolicyDecide(t *testing.T) {
 		{"own, wall stepped back: monotonic counts", wallBack, want{Hold, WhyFresh, true, false, pTTL/2 - time.Second}},
 
 		{"own id, no memory, fresh process: adopt by claim", adoptBoot, want{Claim, WhyAdopt, false, false, 0}},
-		{"own id, no memory, transferred from x at epoch-1: renew at its epoch", adoptTransfer, want{Renew, WhyTransfer, false, false, 0}},
+		{"own id, no memory, transferred from x at epoch-1: adopt", adoptTransfer, want{Claim, WhyAdopt, false, false, 0}},
 		{"own id, no memory, previous was ours (twin): wait it out", twin, want{Wait, WhyLive, false, false, pTTL}},
 		{"own id, no memory, previous was released: wait it out", afterRelease, want{Wait, WhyLive, false, false, pTTL}},
 		{"own id, no memory, previous two epochs back: wait it out", farTransfer, want{Wait, WhyLive, false, false, pTTL}},
 		{"own id, no memory, twin record lapsed: claim", twinLapsed, want{Claim, WhyLapsed, false, false, 0}},
 		{"own id, adopt while standing off: wait", adoptStandoff, want{Wait, WhyStandoff, false, false, time.Second}},
-		{"own id, transferred to us while standing off: renew at once", transferStandoff, want{Renew, WhyTransfer, false, false, 0}},
-		{"own id, transfer seen past the may-sign window: claim epoch+1", lateTransfer, want{Claim, WhyAdopt, false, false, 0}},
+		{"own id, transferred to us while standing off: adopt at once", transferStandoff, want{Claim, WhyAdopt, false, false, 0}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

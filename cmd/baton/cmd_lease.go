@@ -15,7 +15,8 @@ import (
 const leaseLong = `Hands the lease over, overrides a wedged holder, or reads the lease's audit trail.
 
   release                 the holder gives the lease up; a standby claims it at once
-  transfer --to PEER      the holder hands it to member PEER (one Raft entry, one epoch)
+  transfer --to PEER      the holder hands it to member PEER (one Raft entry at epoch+1;
+                          PEER claims epoch+2 before it signs: see docs/DESIGN.md)
   steal --reason TEXT     operator override for a wedged holder: this device takes the
                           lease by force (epoch+1); the reason goes into the history
   history                 the audit trail, oldest first (renewals folded by default)

@@ -151,6 +151,13 @@ var seedRegressions = []struct {
 	// claimed the next epoch: hold_overlap, in 5 of 5 replays before the fix
 	// (election.Lease.uniqueTSLocked).
 	{4634, "renewal retries sharing one ts: the hold counted from the last retry"},
+	// The device a transfer named adopted the transfer's epoch by a renewal, signed
+	// seq 390 under it, crashed before anything was applied and, restarted, found
+	// the same transfer record, adopted it again and signed another seq 390 at the
+	// same epoch: equivocation, in 5 of 10 replays with the adoption (found by a
+	// sweep of the merged code of this wave; the adoption was reverted: a transfer's
+	// taker claims epoch+1, election/DESIGN.md).
+	{100045, "a transfer's epoch adopted again after a restart: two commits for one (seq, epoch)"},
 }
 
 func TestSeedRegressions(t *testing.T) {
