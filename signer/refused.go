@@ -78,15 +78,17 @@ func Defect(r intentlog.Reason) bool {
 }
 
 // settleLocally reports whether a refusal of c must be settled from the local chain
-// rather than believed: a bad_prev or bad_seq answer whose head is at or past c's
-// seq may be the answer to a second copy of c (the transport resends a commit after a
-// leader change) that came back after the first copy applied. resolve decides once
+// rather than believed: any refusal whose head is at or past c's seq may be the answer
+// to a second copy of c (the transport resends a commit after a leader change) that
+// came back after the first copy applied: bad_prev or bad_seq, or a fence reason when
+// the lease moved on between the two copies (the simulator's seed 52: a copy of seq
+// 359 at epoch 5 refused as epoch_mismatch after the holder's claim of epoch 6, the
+// first copy applied everywhere, and a false divergence alarm). resolve decides once
 // the local replica reaches c's seq: applied if its chain holds c there, else void.
+// (A content reason never comes with the head at c's seq: the apply checks the seq
+// and prev first.)
 func (l *Loop) settleLocally(c *inflight, res intentlog.Result) bool {
 	if l.knobs().TrustRefusal {
-		return false
-	}
-	if res.Reason != intentlog.ReasonBadPrev && res.Reason != intentlog.ReasonBadSeq {
 		return false
 	}
 	return res.Head.Seq >= c.seq

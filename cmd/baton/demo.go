@@ -217,16 +217,24 @@ func (d *demo) run(ctx context.Context, rate int) (problems []string, err error)
 		d.pace(ctx, 100*time.Millisecond)
 	}
 	wctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+	var signedAt uint64
 	err = wait.Until(wctx, "a commit by "+to.Label(), func() bool {
 		st, ok := c.State(to)
-		return ok && st.Head.Epoch > ep3 && st.Head.Signer == st.ID
+		if ok && st.Head.Epoch > ep3 && st.Head.Signer == st.ID {
+			signedAt = st.Head.Epoch
+			return true
+		}
+		return false
 	})
 	cancel()
 	if err != nil {
 		return problems, err
 	}
 	handover := time.Since(at)
-	d.say("HANDOVER done: %s signs, %s after the transfer", to.Label(), handover.Round(time.Millisecond))
+	// Two epochs per transfer: the transfer's (ep3+1) fences the giver, and the taker
+	// signs only under an epoch it claimed itself (election/DESIGN.md).
+	d.say("HANDOVER done: %s signs at epoch %d, %s after the transfer (the transfer wrote epoch %d, which fences %s; %s claimed the next before signing)",
+		to.Label(), signedAt, handover.Round(time.Millisecond), ep3+1, cur.Label(), to.Label())
 	d.pace(ctx, time.Second)
 
 	// 5. Stop submitting, let the chain settle, check every chain and Raft log.

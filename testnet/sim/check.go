@@ -55,6 +55,9 @@ type checker struct {
 	open     map[int]*holdIv
 	paused   map[int]bool
 	overlaps []overlap
+	// lost: the (device, epoch) holds that ended with no hold of the same device
+	// following on (an "unholds" event), as opposed to a bump to the next epoch.
+	lost map[[2]uint64]bool
 
 	failover time.Duration
 }
@@ -89,7 +92,7 @@ func newChecker(w *world) *checker {
 	}
 	return &checker{w: w, ver: ver, opSeq: map[string]uint64{}, scanned: map[int][2]int{}, acks: map[string]uint64{},
 		firstSeen: map[recKey]time.Duration{}, epochHolder: map[uint64]string{}, steals: map[uint64]bool{},
-		open: map[int]*holdIv{}, paused: map[int]bool{}, failover: -1}
+		open: map[int]*holdIv{}, paused: map[int]bool{}, lost: map[[2]uint64]bool{}, failover: -1}
 }
 
 func (c *checker) length() int {
@@ -247,6 +250,7 @@ func (c *checker) endHold(iv *holdIv, why string) {
 	cur := c.open[iv.dev] == iv
 	if cur {
 		delete(c.open, iv.dev)
+		c.lost[[2]uint64{uint64(iv.dev), iv.epoch}] = true
 	}
 	c.mu.Unlock()
 	if cur {

@@ -80,6 +80,17 @@ func (c *checker) checkRefusedPerHold() {
 	s.mu.Unlock()
 	// A hold is one device's tenure: the epochs it signed under, in a row, with no
 	// other device signing between them (a bump after a refusal stays in the hold).
+	// A hold that was lost ("unholds": no hold of the device followed on) ends there,
+	// even if the same device claims the next epoch: that claim starts a new hold,
+	// with its own bound (seed 462: 8 commits in flight when dev2's hold of epoch 2
+	// was lost, then 2 refused races under the hold it claimed next, counted as one
+	// hold of 10).
+	c.mu.Lock()
+	lost := make(map[[2]uint64]bool, len(c.lost))
+	for k, v := range c.lost {
+		lost[k] = v
+	}
+	c.mu.Unlock()
 	sort.Slice(all, func(i, j int) bool {
 		if all[i].epoch != all[j].epoch {
 			return all[i].epoch < all[j].epoch
@@ -87,17 +98,18 @@ func (c *checker) checkRefusedPerHold() {
 		return all[i].at < all[j].at
 	})
 	var over []string
-	holdDev, holdFrom, n := -1, uint64(0), 0
+	holdDev, holdFrom, lastEpoch, n := -1, uint64(0), uint64(0), 0
 	flush := func() {
 		if n > refusedPerHold {
 			over = append(over, fmt.Sprintf("dev%d from epoch %d: %d", holdDev, holdFrom, n))
 		}
 	}
 	for _, sc := range all {
-		if sc.dev != holdDev {
+		if sc.dev != holdDev || (sc.epoch != lastEpoch && lost[[2]uint64{uint64(sc.dev), lastEpoch}]) {
 			flush()
 			holdDev, holdFrom, n = sc.dev, sc.epoch, 0
 		}
+		lastEpoch = sc.epoch
 		if refused[sc.digest] {
 			n++
 		}
