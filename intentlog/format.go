@@ -54,14 +54,20 @@ func formatBlockKey(k []byte) []byte {
 	return append(append(make([]byte, 0, len(formatBlockPrefix)+len(k)), formatBlockPrefix...), k...)
 }
 
-// chainFormat is the commit format of the chain: the genesis's, or version 1 for a
-// legacy log without one.
-func (a *applier) chainFormat() uint64 {
-	if a.m.Genesis.Index == 0 {
+// chainFormat is the commit format of the chain (formatOf its genesis).
+func (a *applier) chainFormat() uint64 { return formatOf(a.m.Genesis) }
+
+// formatOf is the commit format of a chain with genesis g: the genesis's, or version
+// 1 for a legacy log without one.
+func formatOf(g Genesis) uint64 {
+	if g.Index == 0 {
 		return CommitFormatVersion
 	}
-	return a.m.Genesis.Version
+	return g.Version
 }
+
+// ChainFormat is the commit format of the chain this view belongs to.
+func (v View) ChainFormat() uint64 { return formatOf(v.Genesis) }
 
 // formatUpdate is what an accepted commit writes into the format state.
 type formatUpdate struct {
@@ -175,20 +181,42 @@ func RegisterIntentRule(f uint64, rule func(Intent) error) {
 
 // formatIntent applies the chain format's intent rule: "" or ReasonBadIntent.
 func (a *applier) formatIntent(in Intent) Reason {
-	f := a.chainFormat()
+	if formatRule(a.chainFormat(), in) != nil {
+		return ReasonBadIntent
+	}
+	return ""
+}
+
+// formatRule is the intent rule of commit format f (nil for baton's own, whose rule
+// is ValidateIntent's alone).
+func formatRule(f uint64, in Intent) *IntentError {
 	if f == CommitFormatVersion {
-		return ""
+		return nil
 	}
 	intentRulesMu.RLock()
 	rule := intentRules[f]
 	intentRulesMu.RUnlock()
 	if rule == nil {
-		return ReasonBadIntent // a format this build cannot check (or sign) intents for
+		return intentErr(ReasonBadIntent, "this build cannot sign intents for commit format %d", f)
 	}
-	if rule(in) != nil {
-		return ReasonBadIntent
+	if err := rule(in); err != nil {
+		return intentErr(ReasonBadIntent, "%v", err)
 	}
-	return ""
+	return nil
+}
+
+// ValidateIntentIn is the apply's whole rule for an intent on a chain of commit
+// format f (View.ChainFormat): ValidateIntent, then the format's own rule. Every
+// entrance calls it, so that a client cannot make the holder sign what the apply
+// refuses on that chain (an atproto record that is not DAG-CBOR, say).
+func ValidateIntentIn(f uint64, in Intent) error {
+	if err := ValidateIntent(in); err != nil {
+		return err
+	}
+	if e := formatRule(f, in); e != nil {
+		return e
+	}
+	return nil
 }
 
 // ReadFormat calls fn with the locally applied format state (FSM.ReadFormat): what a

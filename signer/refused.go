@@ -166,7 +166,7 @@ func (l *Loop) analyse(s *signer, v intentlog.View) bool {
 // offending reports whether the carried op in explains a content refusal for reason,
 // and the outcome its submitter gets.
 func (l *Loop) offending(in intentlog.Intent, reason intentlog.Reason) (Outcome, bool) {
-	if err := intentlog.ValidateIntent(in); err != nil {
+	if err := intentlog.ValidateIntentIn(l.cfg.Log.View().ChainFormat(), in); err != nil {
 		return Outcome{Err: &RefusedError{ID: in.ID, Reason: reason, Err: err}}, true
 	}
 	if t, ok, err := l.remembered(in.ID); err == nil && ok {

@@ -119,7 +119,7 @@ func (l *Loop) Holding() bool { return l.canSign(l.cfg.Log.View()) != 0 }
 func (l *Loop) Add(in intentlog.Intent) (*Ticket, error) {
 	if !l.knobs().SkipValidation {
 		// The apply's own rule: an intent it refuses never reaches a commit.
-		if err := intentlog.ValidateIntent(in); err != nil {
+		if err := intentlog.ValidateIntentIn(l.cfg.Log.View().ChainFormat(), in); err != nil {
 			return nil, err
 		}
 	}

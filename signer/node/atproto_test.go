@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -121,6 +122,36 @@ func TestNodeAtprotoChain(t *testing.T) {
 	testutil.WaitFor(t, 10*time.Second, "a holder", func() bool { return holderOf(nodes...) != nil })
 	if v := nodes[0].log.View(); v.Genesis.Version != chain.FormatAtproto || v.Chain != key.DID() {
 		t.Fatalf("genesis: version %d chain %s, want %d %s", v.Genesis.Version, v.Chain, chain.FormatAtproto, key.DID())
+	}
+
+	// One rule at every entrance, the chain format's included: a record that is not
+	// DAG-CBOR is refused by Submit on the holder and on a follower, before it reaches
+	// the log or a commit (before ValidateIntentIn, the holder signed it and the apply
+	// refused the commit for its content: a defect and an epoch bump).
+	rejected := func() (sum uint64) {
+		for _, n := range nodes {
+			sum += n.log.Rejections()[intentlog.ReasonBadIntent]
+		}
+		return sum
+	}
+	before := rejected()
+	for _, n := range nodes {
+		bad := intentlog.Intent{ID: "not-cbor-" + n.ID()[len(n.ID())-8:], Op: intentlog.OpPut,
+			Path: "app.bsky.feed.post/3kbadrecord", Value: []byte("not a DAG-CBOR map")}
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := n.Submit(sctx, bad, WaitSigned)
+		cancel()
+		if !errors.Is(err, ErrBadRequest) {
+			t.Fatalf("a non-DAG-CBOR record on %s (holds: %v): got %v, want ErrBadRequest at the entrance", n.ID(), n.Holds(), err)
+		}
+	}
+	if after := rejected(); after != before {
+		t.Fatalf("the non-DAG-CBOR records reached the log: the apply refused %d as bad_intent", after-before)
+	}
+	for _, n := range nodes {
+		if d := n.Defect(); d != nil {
+			t.Fatalf("%s: defect after refused records: %v", n.ID(), d)
+		}
 	}
 
 	// Through a follower, one by one, then concurrently (batched into fewer commits).

@@ -51,7 +51,13 @@ type SubmitResult struct {
 // apply's sentence. It also normalises the value: a put without a value is an empty
 // value, a del carries none.
 func ValidateIntent(in *intentlog.Intent) error {
-	if err := intentlog.ValidateIntent(*in); err != nil {
+	return validateIn(intentlog.CommitFormatVersion, in)
+}
+
+// validateIn is ValidateIntent on a chain of commit format f: the format's own rule
+// too (intentlog.ValidateIntentIn).
+func validateIn(f uint64, in *intentlog.Intent) error {
+	if err := intentlog.ValidateIntentIn(f, *in); err != nil {
 		return intentError(err)
 	}
 	if in.Op == intentlog.OpPut && in.Value == nil {

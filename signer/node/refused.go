@@ -34,7 +34,11 @@ func (n *Node) validate(in *intentlog.Intent) error {
 	if k := n.cfg.Knobs; k != nil && k.Signer != nil && k.Signer.SkipValidation {
 		return nil
 	}
-	return ValidateIntent(in)
+	var f uint64 = intentlog.CommitFormatVersion
+	if n.log != nil {
+		f = n.log.View().ChainFormat()
+	}
+	return validateIn(f, in)
 }
 
 // Defect returns a defect this node observed that does not stop it signing (the
