@@ -99,7 +99,7 @@ func (w *world) inject(a action, dev int) (bool, string) {
 	case FLateRenew:
 		return w.lateRenewal(a, dev)
 
-	case FRepair, FLostDB, FRestore:
+	case FRepair, FLostDB, FRestore, FRepairBehind:
 		return w.injectRepair(a, dev)
 
 	case FCrash, FPowerCut:
@@ -331,13 +331,14 @@ func (w *world) applyLinks() {
 
 func combine(a, b linkFaults) linkFaults {
 	return linkFaults{
-		Delay:    max(a.Delay, b.Delay),
-		Jitter:   max(a.Jitter, b.Jitter),
-		Loss:     1 - (1-a.Loss)*(1-b.Loss),
-		Dup:      max(a.Dup, b.Dup),
-		Reorder:  a.Reorder || b.Reorder,
-		Cut:      a.Cut || b.Cut,
-		FwdDelay: max(a.FwdDelay, b.FwdDelay),
+		Delay:     max(a.Delay, b.Delay),
+		Jitter:    max(a.Jitter, b.Jitter),
+		Loss:      1 - (1-a.Loss)*(1-b.Loss),
+		Dup:       max(a.Dup, b.Dup),
+		Reorder:   a.Reorder || b.Reorder,
+		Cut:       a.Cut || b.Cut,
+		FwdDelay:  max(a.FwdDelay, b.FwdDelay),
+		RaftDelay: max(a.RaftDelay, b.RaftDelay),
 		FwdSpread: func() float64 {
 			if a.FwdDelay >= b.FwdDelay {
 				return a.FwdSpread

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 // Faults of issue 19.6: handovers asked of a device that does not hold the lease
@@ -91,8 +93,51 @@ func (w *world) injectHandover(a action, rng *rand.Rand) (ok bool, detail string
 				inflight = hn.State().Loop.InFlight
 			}
 		}
-		err := n.Log().Raft().LeadershipTransfer().Error()
-		return true, fmt.Sprintf("leadership transfer from dev%d with %d commits in flight: %v", l, inflight, errText(err)), true
+		// Half the time the holder's replica lags behind the new leader: Raft traffic
+		// into it is held up for a while, forwards are not, so the answer to a
+		// commit it sends again after the leader change (the copy the new leader
+		// refuses, the first having applied) can arrive before its own replica
+		// applied the first copy (issue 19.5: no false divergence alarm).
+		lag := time.Duration(0)
+		if h := w.holderDev(); h >= 0 && rng.IntN(2) == 0 {
+			lag = time.Duration(20+rng.IntN(180)) * time.Millisecond
+			var links [][2]int
+			for o := range w.cfg.Devices {
+				if o != h {
+					links = append(links, [2]int{o, h})
+				}
+			}
+			w.mu.Lock()
+			w.linkFs[a.ID] = linkFault{links: links, f: linkFaults{RaftDelay: lag}}
+			w.mu.Unlock()
+			w.applyLinks()
+			defer func() {
+				time.Sleep(w.cfg.TTL / 2)
+				w.mu.Lock()
+				delete(w.linkFs, a.ID)
+				w.mu.Unlock()
+				w.applyLinks()
+			}()
+		}
+		// Half the time leadership goes to a device that holds no lease (the holder
+		// then forwards its commits, and sends again the ones in flight); otherwise
+		// to whichever follower Raft picks.
+		var f interface{ Error() error }
+		if h := w.holderDev(); lag > 0 && h >= 0 {
+			to := w.pickDev(rng, func(i int) bool {
+				dn, _ := w.devs[i].node()
+				return i != h && i != l && dn != nil && !w.devs[i].paused() && !w.devs[i].isRemoved()
+			})
+			if to >= 0 {
+				f = n.Log().Raft().LeadershipTransferToServer(raft.ServerID(w.ids[to]), raft.ServerAddress(w.ids[to]))
+			}
+		}
+		if f == nil {
+			f = n.Log().Raft().LeadershipTransfer()
+		}
+		err := f.Error()
+		return true, fmt.Sprintf("leadership transfer from dev%d with %d commits in flight (holder's Raft traffic held %v): %v",
+			l, inflight, lag, errText(err)), true
 	}
 	return false, "", false
 }

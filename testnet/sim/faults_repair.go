@@ -23,6 +23,13 @@ const (
 	FRepair  = "repair"  // baton repair: the log, state and snapshots dropped, term and vote kept
 	FLostDB  = "lostdb"  // raft.db (Damage "raft") or state.db ("state") lost
 	FRestore = "restore" // the first time a copy of the (stopped) data dir is kept; the next, the dir is put back to it
+	// FRepairBehind is issue 20 item 2's story as one fault: devices fall behind
+	// (down while the others commit), another device is repaired, and every device
+	// that holds the latest entries dies; the stale and the repaired devices start
+	// together and make a majority. A repaired device that voted at once would elect
+	// a stale leader, which overwrites acknowledged commits. The heal brings the dead
+	// back.
+	FRepairBehind = "repairbehind"
 )
 
 // backupSuffix names a device's kept copy of its data dir (outside the dir; its mark
@@ -39,7 +46,7 @@ func init() {
 	// repair-crash: log losses overlapping crashes of the others, the mix where a
 	// device that lost its log could help a stale device to a quorum (item 2).
 	profiles["repair-crash"] = Profile{Name: "repair-crash", FaultEvery: 500 * time.Millisecond,
-		Weights: map[string]int{FRestore: 4, FRepair: 3, FLostDB: 1, FCrash: 5},
+		Weights: map[string]int{FRestore: 4, FRepair: 3, FLostDB: 1, FCrash: 5, FRepairBehind: 2},
 		Clients: 4, Think: 40 * time.Millisecond,
 		Timeout: [2]time.Duration{300 * time.Millisecond, 3 * time.Second}, WaitSigned: 0.3}
 }
@@ -48,6 +55,10 @@ func init() {
 func diskAction(a *action, rng interface{ IntN(int) int }, target func() (Target, int)) {
 	a.Dur = time.Duration(300+rng.IntN(2700)) * time.Millisecond
 	a.Target, a.Dev = target()
+	if a.Kind == FRepairBehind {
+		a.Dur = time.Duration(1500+rng.IntN(2500)) * time.Millisecond // the lag is 300-1000 ms of it
+		a.Frac = float64(300+rng.IntN(700)) / 1000
+	}
 	if a.Kind == FLostDB {
 		a.Damage = "raft"
 		if rng.IntN(2) == 0 {
@@ -64,6 +75,9 @@ func diskAction(a *action, rng interface{ IntN(int) int }, target func() (Target
 // in-process test of a repair everywhere checks, not a liveness the simulator can
 // ask for.)
 func (w *world) injectRepair(a action, dev int) (bool, string) {
+	if a.Kind == FRepairBehind {
+		return w.injectRepairBehind(a, dev)
+	}
 	for o, od := range w.devs {
 		if n, _ := od.node(); o != dev && n != nil && n.State().Rejoin != nil {
 			return false, ""
@@ -121,6 +135,79 @@ func (w *world) injectRepair(a action, dev int) (bool, string) {
 		w.mu.Lock()
 		w.repairDown = 0
 		w.mu.Unlock()
+	})
+	return true, detail
+}
+
+// injectRepairBehind: dev is repaired (it must not be the Raft leader; nor, as with
+// the other repair faults, may another device be down from one or catching up after
+// one); q-1 other devices that are not the leader (q a majority) are killed first and
+// stay down for a.Frac seconds while the rest commit; then dev is killed and
+// repaired, the devices that stayed up (the leader among them) are killed, and the
+// stale ones and dev start again. The heal restarts the rest.
+func (w *world) injectRepairBehind(a action, dev int) (bool, string) {
+	lead := w.leaderDev()
+	if lead < 0 || dev < 0 || dev == lead {
+		return false, ""
+	}
+	for _, od := range w.devs {
+		if n, _ := od.node(); n == nil || n.State().Rejoin != nil {
+			return false, "" // every device up and none catching up after a repair
+		}
+	}
+	w.mu.Lock()
+	busy := w.repairDown != 0 || w.diskDownLocked()
+	if !busy {
+		w.repairDown = dev + 1
+	}
+	w.mu.Unlock()
+	if busy {
+		return false, ""
+	}
+	done := func() {
+		w.mu.Lock()
+		w.repairDown = 0
+		w.mu.Unlock()
+	}
+	n := len(w.devs)
+	var stale, upToDate []int
+	for o := (dev + 1) % n; o != dev; o = (o + 1) % n {
+		if o != lead && len(stale) < n/2 {
+			stale = append(stale, o)
+		} else {
+			upToDate = append(upToDate, o)
+		}
+	}
+	if len(stale) < n/2 {
+		done()
+		return false, ""
+	}
+	for _, o := range stale {
+		w.devs[o].crash(false, "", 0)
+	}
+	time.Sleep(time.Duration(a.Frac * float64(time.Second)))
+	d := w.devs[dev]
+	var err error
+	if d.crash(false, "", 0) {
+		if err = node.MarkRejoin(d.dir, "sim repair"); err == nil {
+			err = intentlog.Repair(d.dir)
+		}
+	}
+	for _, o := range upToDate {
+		w.devs[o].crash(false, "", 0)
+	}
+	for _, o := range append(stale, dev) {
+		w.restart(w.devs[o])
+	}
+	detail := fmt.Sprintf("dev%d repaired; stale %v restarted with it; %v down", dev, stale, upToDate)
+	if err != nil {
+		detail += ": " + err.Error()
+	}
+	w.setUndo(a.ID, func() {
+		for _, o := range upToDate {
+			w.restart(w.devs[o])
+		}
+		done()
 	})
 	return true, detail
 }

@@ -43,6 +43,7 @@ type linkFaults struct {
 	Cut           bool          // drop everything (partition)
 	FwdDelay      time.Duration // forwarded requests: + FwdDelay*U[1-FwdSpread, 1+FwdSpread)
 	FwdSpread     float64       // 0 means 0.5
+	RaftDelay     time.Duration // Raft RPCs and answers only: + RaftDelay (a replica that lags while forwards go through)
 }
 
 type message struct {
@@ -259,6 +260,9 @@ func (nw *network) sendTo(from, dst *endpoint, to int, cls msgClass, deliver fun
 		d := l.f.Delay
 		if l.f.Jitter > 0 {
 			d += time.Duration(l.rng.Int64N(int64(l.f.Jitter)))
+		}
+		if cls == classRaft {
+			d += l.f.RaftDelay
 		}
 		if cls == classForward && l.f.FwdDelay > 0 {
 			spread := l.f.FwdSpread
