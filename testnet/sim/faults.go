@@ -339,6 +339,7 @@ func combine(a, b linkFaults) linkFaults {
 		Cut:       a.Cut || b.Cut,
 		FwdDelay:  max(a.FwdDelay, b.FwdDelay),
 		RaftDelay: max(a.RaftDelay, b.RaftDelay),
+		RaftCut:   a.RaftCut || b.RaftCut,
 		FwdSpread: func() float64 {
 			if a.FwdDelay >= b.FwdDelay {
 				return a.FwdSpread

@@ -16,6 +16,14 @@ const (
 	FFwdRelease     = "fwdrelease"     // a non-holder asks the holder to release (forwarded)
 	FFwdTransfer    = "fwdtransfer"    // a non-holder asks the holder to transfer to a member (forwarded)
 	FLeaderInFlight = "leaderinflight" // a Raft leadership transfer while the holder has commits in flight
+	// FLeaderCut: while a holder that does not lead Raft has a commit in flight, the
+	// leader stops hearing Raft answers (it still sends, and forwards still reach it)
+	// and the holder's own Raft traffic lags; the leader steps down with the commit
+	// replicated but not committed, a follower that has it is elected and commits
+	// it, and the holder sends it again to the new leader, which refuses the second
+	// copy (bad_prev), an answer that can reach the holder before its replica applied
+	// the first (issue 19.5).
+	FLeaderCut = "leadercut"
 )
 
 // The mixed profile's fault mix includes them; added here so that the profile's
@@ -34,6 +42,14 @@ func init() {
 	profiles["inputs"] = Profile{Name: "inputs", FaultEvery: time.Second,
 		Weights: map[string]int{FFwdRelease: 2, FFwdTransfer: 2, FLeaderInFlight: 3, FLeadership: 1, FRelease: 1, FTransfer: 1},
 		Clients: 3, Think: 40 * time.Millisecond, OddClients: 2,
+		Timeout: [2]time.Duration{500 * time.Millisecond, 3 * time.Second}, WaitSigned: 0.3}
+	// leaders: leader changes while the holder has commits in flight (a leader cut
+	// off from Raft answers, leadership transfers), with a holder that does not lead
+	// and lags; its own profile so that the inputs profile's seeds keep their
+	// schedules.
+	profiles["leaders"] = Profile{Name: "leaders", FaultEvery: time.Second,
+		Weights: map[string]int{FLeaderCut: 3, FLeaderInFlight: 2, FFwdRelease: 1, FFwdTransfer: 1, FLeadership: 1},
+		Clients: 4, Think: 30 * time.Millisecond, OddClients: 1,
 		Timeout: [2]time.Duration{500 * time.Millisecond, 3 * time.Second}, WaitSigned: 0.3}
 }
 
@@ -65,6 +81,9 @@ func (w *world) injectHandover(a action, rng *rand.Rand) (ok bool, detail string
 		}
 		err := n.HolderTransfer(ctx, w.ids[to])
 		return true, fmt.Sprintf("transfer asked by dev%d of holder dev%d -> dev%d: %v", by, holder, to, errText(err)), true
+
+	case FLeaderCut:
+		return w.leaderCut(a, rng), "", true
 
 	case FLeaderInFlight:
 		// Wait (bounded) for the holder to have a commit in flight, then move Raft's
@@ -140,4 +159,47 @@ func (w *world) injectHandover(a action, rng *rand.Rand) (ok bool, detail string
 			l, inflight, lag, errText(err)), true
 	}
 	return false, "", false
+}
+
+// leaderCut runs FLeaderCut; ok reports whether it found a holder that does not
+// lead with a commit in flight (within a TTL).
+func (w *world) leaderCut(a action, rng *rand.Rand) (ok bool) {
+	deadline := time.Now().Add(w.cfg.TTL)
+	h, l := -1, -1
+	for time.Now().Before(deadline) {
+		h, l = w.holderDev(), w.leaderDev()
+		if h >= 0 && l >= 0 && h != l {
+			if n, _ := w.devs[h].node(); n != nil && n.State().Loop.InFlight > 0 {
+				break
+			}
+		}
+		h = -1
+		time.Sleep(time.Millisecond)
+	}
+	if h < 0 {
+		return false
+	}
+	var into, intoHolder [][2]int
+	for o := range w.cfg.Devices {
+		if o != l {
+			into = append(into, [2]int{o, l})
+		}
+		if o != h {
+			intoHolder = append(intoHolder, [2]int{o, h})
+		}
+	}
+	lag := time.Duration(20+rng.IntN(180)) * time.Millisecond
+	w.mu.Lock()
+	w.linkFs[a.ID] = linkFault{links: into, f: linkFaults{RaftCut: true}}
+	w.linkFs[-a.ID] = linkFault{links: intoHolder, f: linkFaults{RaftDelay: lag}}
+	w.mu.Unlock()
+	w.applyLinks()
+	w.ev.add(l, "result", "#%d leader dev%d hears no Raft answers; holder dev%d's Raft traffic held %v", a.ID, l, h, lag)
+	time.Sleep(w.cfg.TTL + time.Duration(rng.IntN(int(w.cfg.TTL/time.Millisecond)))*time.Millisecond)
+	w.mu.Lock()
+	delete(w.linkFs, a.ID)
+	delete(w.linkFs, -a.ID)
+	w.mu.Unlock()
+	w.applyLinks()
+	return true
 }

@@ -44,6 +44,7 @@ type linkFaults struct {
 	FwdDelay      time.Duration // forwarded requests: + FwdDelay*U[1-FwdSpread, 1+FwdSpread)
 	FwdSpread     float64       // 0 means 0.5
 	RaftDelay     time.Duration // Raft RPCs and answers only: + RaftDelay (a replica that lags while forwards go through)
+	RaftCut       bool          // drop Raft RPCs and answers only (forwards go through)
 }
 
 type message struct {
@@ -240,7 +241,7 @@ func (nw *network) sendTo(from, dst *endpoint, to int, cls msgClass, deliver fun
 		return
 	}
 	l := nw.links[from.dev][to]
-	if l.f.Cut {
+	if l.f.Cut || (l.f.RaftCut && cls == classRaft) {
 		nw.stats.Dropped[cls]++
 		nw.stats.DroppedCut++
 		return
