@@ -59,6 +59,14 @@ type Config struct {
 	// SnapshotRetain is how many snapshots are kept on disk. Optional, defaults to
 	// DefaultSnapshotRetain.
 	SnapshotRetain int
+	// OnTerm, if set, is called with a Raft term before Raft stores it as its current
+	// term (on a vote, a candidacy, or a message of a newer leader), so that a record
+	// kept elsewhere (signer/node's mark) holds no term Raft never stored: one seen in
+	// a message that a stopped Raft (removed from the configuration) never took would
+	// make the next start look like a restored older copy. OnTerm cannot fail the
+	// store (hashicorp/raft panics when storing its term fails): it reports its own
+	// errors.
+	OnTerm func(term uint64)
 	// Knobs re-introduce old behaviour for the simulator (see package
 	// internal/knobs). nil, the only value code outside this module can set, means
 	// production behaviour. Every replica of a cluster must use the same knobs.
@@ -195,7 +203,7 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 		fsm.Close()
 		return nil, fmt.Errorf("log cache: %w", err)
 	}
-	r, err := raft.NewRaft(rc, fsm, logs, faultStableStore{StableStore: sealedStable, f: rf}, snaps, trans)
+	r, err := raft.NewRaft(rc, fsm, logs, faultStableStore{StableStore: termHookStore{sealedStable, cfg.OnTerm}, f: rf}, snaps, trans)
 	if err != nil {
 		store.Close()
 		fsm.Close()

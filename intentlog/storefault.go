@@ -80,3 +80,20 @@ func (s faultStableStore) SetUint64(k []byte, v uint64) error {
 	s.f.note(err)
 	return err
 }
+
+// termHookStore calls onTerm (if set) with a term before Raft stores it as its current
+// term (Config.OnTerm).
+type termHookStore struct {
+	raft.StableStore
+	onTerm func(uint64)
+}
+
+// keyCurrentTerm is the key hashicorp/raft stores its current term under.
+var keyCurrentTerm = []byte("CurrentTerm")
+
+func (s termHookStore) SetUint64(k []byte, v uint64) error {
+	if s.onTerm != nil && string(k) == string(keyCurrentTerm) {
+		s.onTerm(v)
+	}
+	return s.StableStore.SetUint64(k, v)
+}

@@ -37,8 +37,8 @@ import (
 //     its only other copy of a committed entry waits for that copy to return
 //     instead of forking.
 //   - the mark: a small file outside the data dir (MarkFile, default <DataDir>.mark)
-//     keeps the highest Raft term this device has seen (written before Raft sees a
-//     higher one) and an applied index (written once per tick). A data dir found
+//     keeps the highest Raft term this device has stored (written just before Raft
+//     stores a higher one as its current term: intentlog.Config.OnTerm) and an applied index (written once per tick). A data dir found
 //     behind its mark (a restored older copy, a lost raft.db) raises the fence; the
 //     mark's term becomes a floor: no vote in a term at or below it (the copy may have
 //     forgotten a vote there) and no entries from a leader of an older term (the copy
@@ -189,7 +189,13 @@ func (f *fence) state(applied uint64) *RejoinState {
 	return &RejoinState{Reason: f.reason, Target: f.target.Load(), Applied: applied}
 }
 
-// sawTerm records term in the mark before Raft sees it (no-op unless it is higher).
+// sawTerm records term in the mark before Raft stores it as its current term
+// (intentlog.Config.OnTerm; no-op unless it is higher). Not when a message carries it:
+// a Raft that never takes the message (stopped after its removal from the
+// configuration) never stores the term, and a mark ahead of the stored term fences
+// the next start as a restored older copy (the simulator's seed 300229: a removed
+// device re-added and restarted refused every vote, and with another member down no
+// leader could be elected).
 func (f *fence) sawTerm(term uint64) {
 	if f.path == "" {
 		return
@@ -258,7 +264,6 @@ func (f *fence) refuseVote(term uint64) bool { return f.armed.Load() || term <= 
 func (f *fence) filter(rpc raft.RPC) bool {
 	switch req := rpc.Command.(type) {
 	case *raft.RequestVoteRequest:
-		f.sawTerm(req.Term)
 		if f.refuseVote(req.Term) {
 			rpc.Respond(&raft.RequestVoteResponse{RPCHeader: header(), Term: max(req.Term, f.floor), Granted: false}, nil)
 			return true
@@ -273,9 +278,6 @@ func (f *fence) filter(rpc raft.RPC) bool {
 			rpc.Respond(&raft.AppendEntriesResponse{RPCHeader: header(), Term: f.floor, Success: false}, nil)
 			return true
 		}
-		f.sawTerm(req.Term)
-	case *raft.InstallSnapshotRequest:
-		f.sawTerm(req.Term)
 	}
 	return false
 }
@@ -360,7 +362,6 @@ func (t *fencedTransport) RequestVote(id raft.ServerID, target raft.ServerAddres
 	if t.f.armed.Load() {
 		return errFenced
 	}
-	t.f.sawTerm(args.Term) // this device's own candidacy: its vote for itself
 	return t.Transport.RequestVote(id, target, args, resp)
 }
 

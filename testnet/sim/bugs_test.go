@@ -158,6 +158,14 @@ var seedRegressions = []struct {
 	// sweep of the merged code of this wave; the adoption was reverted: a transfer's
 	// taker claims epoch+1, election/DESIGN.md).
 	{100045, "a transfer's epoch adopted again after a restart: two commits for one (seq, epoch)"},
+	// A device removed from the configuration (its Raft stopped) still received a
+	// vote request of a later term; the catch-up fence's mark took that term from the
+	// message although Raft never stored it. Added back and restarted, the device's
+	// stored term was below the mark's: fenced as a restored older copy, it refused
+	// every vote, and with the removed holder down no leader could be elected:
+	// liveness and no_convergence, in 1 of 3 replays before the fix (the mark takes
+	// the terms Raft stores: intentlog.Config.OnTerm; found by this session's sweep).
+	{300229, "a term seen in a message a stopped Raft never stored fenced the device's restart"},
 }
 
 func TestSeedRegressions(t *testing.T) {

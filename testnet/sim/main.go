@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -335,6 +336,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	progress := fs.Duration("progress", 10*time.Second, "interval of the progress line (stderr)")
 	events := fs.Bool("events", false, "with --seed: print every event as it happens")
 	keep := fs.Bool("keep", false, "keep the data directories")
+	logFile := fs.String("log", "", "with --seed: write the nodes' logs (debug level, Raft's included) to this file")
 	repeat := fs.Int("repeat", 1, "with --seed: replay it this many times and count how often each violation comes back")
 	procs := fs.Int("procs", 0, "GOMAXPROCS of a replay (default 1: replays repeat best with one)")
 	worker := fs.Bool("worker", false, "internal: run the seeds read from stdin, one JSON result per line on stdout")
@@ -393,6 +395,19 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprint(stdout, report)
 		return 0
+	}
+	if *logFile != "" {
+		if *seed < 0 {
+			fmt.Fprintf(stderr, "baton sim: --log needs --seed\n")
+			return 2
+		}
+		f, err := os.Create(*logFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "baton sim: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		base.Logger = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	if *seed >= 0 {
 		return replayMain(base, *seed, *events, stdout, stderr)
