@@ -176,6 +176,8 @@ func runFailover(ctx context.Context, o Options, c *testnet.Cluster, r *Report) 
 		fo.Crash, fo.CrashLeader, fo.Graceful = Summarise(crash), Summarise(lead), Summarise(grace)
 		fo.CrashTTLx = ratio(fo.Crash.P50Ms, float64(ttl)/1e6)
 		fo.LeaderTTLx = ratio(fo.CrashLeader.P50Ms, float64(ttl)/1e6)
+		fo.CrashP99x = ratio(fo.Crash.P99Ms, float64(ttl)/1e6)
+		fo.LeaderP99x = ratio(fo.CrashLeader.P99Ms, float64(ttl)/1e6)
 		for _, d := range append(append([]time.Duration(nil), crash...), lead...) {
 			if d > bound {
 				fo.OverBound++

@@ -85,6 +85,8 @@ type FailoverResult struct {
 	Graceful    Dist     `json:"graceful"`
 	CrashTTLx   float64  `json:"crash_median_ttl_x"`
 	LeaderTTLx  float64  `json:"crash_leader_median_ttl_x"`
+	CrashP99x   float64  `json:"crash_p99_ttl_x"`
+	LeaderP99x  float64  `json:"crash_leader_p99_ttl_x"`
 	BoundMs     float64  `json:"bound_ms"`
 	OverBound   int      `json:"over_bound"`
 	Notes       []string `json:"notes,omitempty"`
@@ -163,13 +165,13 @@ func (r *Report) Print(w io.Writer) {
 	}
 	printStages(w, r.Stages)
 	if fo := r.Failover; fo != nil {
-		f("failover\trounds\tmin\tmedian\tp99\tmax\tmedian/TTL\t\n")
+		f("failover\trounds\tmin\tmedian\tp99\tmax\tmedian/TTL\tp99/TTL\t\n")
 		row := func(name string, d Dist, x string) {
 			f("%s\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t\n", name, d.N, d.MinMs, d.P50Ms, d.P99Ms, d.MaxMs, x)
 		}
-		row("crash, holder not leader", fo.Crash, fmt.Sprintf("%.2f", fo.CrashTTLx))
-		row("crash, holder was leader", fo.CrashLeader, fmt.Sprintf("%.2f", fo.LeaderTTLx))
-		row("graceful release", fo.Graceful, "-")
+		row("crash, holder not leader", fo.Crash, fmt.Sprintf("%.2f\t%.2f", fo.CrashTTLx, fo.CrashP99x))
+		row("crash, holder was leader", fo.CrashLeader, fmt.Sprintf("%.2f\t%.2f", fo.LeaderTTLx, fo.LeaderP99x))
+		row("graceful release", fo.Graceful, "-\t-")
 		_ = tw.Flush()
 		fmt.Fprintf(w, "(ms; bound TTL+tick+election = %.0f ms, %d rounds over it)\n", fo.BoundMs, fo.OverBound)
 		for _, n := range fo.Notes {

@@ -1,0 +1,48 @@
+package bench
+
+import "testing"
+
+// The table's targets are issue 23's: signed p50 at one client within 1.3x (Go API)
+// and 1.5x (socket) of a raw Raft apply, signed/s at 64 clients at least 1.0x and
+// 0.8x of its applied/s, crash failover p99 within one TTL for both crash kinds, and
+// a graceful handover median within 10 ms.
+func TestRatiosTargets(t *testing.T) {
+	r := &Report{Settings: Settings{TTLMs: 2000},
+		Baseline: []BaselineLoad{{Clients: 1, Apply: Dist{P50Ms: 1}, AppliedPerSec: 600}, {Clients: 64, AppliedPerSec: 6000}},
+		Baton: []BatonLoad{
+			{API: "go", Clients: 1, Signed: Dist{P50Ms: 1.29}, Accepted: Dist{P50Ms: 1.29}},
+			{API: "go", Clients: 64, SignedPerSec: 5900},
+			{API: "socket", Clients: 1, Signed: Dist{P50Ms: 1.51}, Accepted: Dist{P50Ms: 1.49}},
+			{API: "socket", Clients: 64, SignedPerSec: 4800},
+		},
+		Failover: &FailoverResult{Crash: Dist{N: 20}, CrashLeader: Dist{N: 20}, Graceful: Dist{N: 20, P50Ms: 10.5},
+			CrashP99x: 0.99, LeaderP99x: 1.01},
+	}
+	want := map[string]struct {
+		target string
+		met    bool
+	}{
+		"signed p50, 1 client (go) / apply p50":        {"<= 1.3", true},
+		"signed/s at 64 clients (go) / applied/s":      {">= 1.0", false},
+		"signed p50, 1 client (socket) / apply p50":    {"<= 1.5", false},
+		"accepted p50, 1 client (socket) / apply p50":  {"<= 1.5", true},
+		"signed/s at 64 clients (socket) / applied/s":  {">= 0.8", true},
+		"crash failover p99 / TTL":                     {"<= 1.0", true},
+		"crash failover (holder was leader) p99 / TTL": {"<= 1.0", false},
+		"graceful handover median (ms)":                {"<= 10", false},
+	}
+	got := map[string]Ratio{}
+	for _, x := range ratios(r) {
+		got[x.Name] = x
+	}
+	for name, w := range want {
+		x, ok := got[name]
+		if !ok {
+			t.Errorf("no row %q", name)
+			continue
+		}
+		if x.Target != w.target || x.Met != w.met {
+			t.Errorf("%s: target %q met %v (value %.2f), want %q %v", name, x.Target, x.Met, x.Value, w.target, w.met)
+		}
+	}
+}
