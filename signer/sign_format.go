@@ -132,6 +132,16 @@ func ChainFormatOfDID(did string) (uint64, error) {
 	return 0, err
 }
 
+// FormatOfDID is the registered format of a chain whose key is did (ChainFormatOfDID):
+// how its commits verify, hash and chain (chain.VerifyOf, chain.NewStepper).
+func FormatOfDID(did string) (chain.Format, error) {
+	id, err := ChainFormatOfDID(did)
+	if err != nil {
+		return nil, err
+	}
+	return chain.FormatOf(id)
+}
+
 // DecodeCommit decodes an applied commit of any format (no signature check): its
 // fence and ops.
 func DecodeCommit(raw []byte) (chain.Commit, error) {

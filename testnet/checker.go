@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batonhq/baton/signer"
 	"github.com/batonhq/baton/signer/chain"
 )
 
@@ -14,7 +15,7 @@ import (
 const (
 	FindingFork       = "fork"             // two commits with the same prev on one device
 	FindingDivergence = "divergence"       // two devices hold different commits at one seq
-	FindingInvalid    = "invalid_chain"    // chain.VerifyChain refused a device's chain
+	FindingInvalid    = "invalid_chain"    // the chain's format (chain.VerifyChainOf) refused a device's chain
 	FindingLost       = "lost_intent"      // an acknowledged intent is not in the chain
 	FindingDuplicate  = "duplicate_intent" // an intent id appears in more than one op
 	// FindingEquivocation: the Raft logs hold two different commits the chain key
@@ -176,9 +177,11 @@ func (r CheckResult) Unknown() int {
 var KnownIssues = map[string]string{}
 
 // Check reads every device's chain and the acknowledgement record and reports forks
-// (two commits with one prev on a device, or two devices disagreeing on a seq),
-// chains chain.VerifyChain refuses, acknowledged intents missing from the chain,
-// intents appearing more than once, and each failover with its duration. The
+// (two commits with one prev on a device, on an atproto chain also two with one rev
+// or one prevData (see linkKeys), or two devices disagreeing on a seq), chains their
+// format's verification refuses (chain.VerifyChainOf: an atproto chain's replays its
+// repository, so revs strictly increase, prevData links and MST roots are checked),
+// acknowledged intents missing from the chain, intents appearing more than once, and each failover with its duration. The
 // reference chain for intents and failovers is the longest one; a drill checks
 // after the cluster has converged and drained, so every device should hold it.
 func Check(in CheckInput) CheckResult {
@@ -190,9 +193,10 @@ func Check(in CheckInput) CheckResult {
 	bySeq := map[uint64]entry{}
 	var longest []chain.Commit
 	var longestHash map[uint64]string
+	f := FormatOf(in.Chain)
 	for _, d := range in.Devices {
 		res.Heads[d.Device] = uint64(len(d.Commits))
-		if err := chain.VerifyChain(d.Commits, in.Chain); err != nil {
+		if err := chain.VerifyChainOf(f, d.Commits, in.Chain); err != nil {
 			var seq uint64
 			if ve, ok := err.(*chain.VerifyError); ok {
 				seq = ve.Seq
@@ -201,12 +205,13 @@ func Check(in CheckInput) CheckResult {
 			res.Invalid++
 		}
 		prevs := map[string]uint64{} // prev hex -> seq of the first commit naming it
+		links := newLinkKeys()       // the format's other links (atproto: rev, prevData)
 		var decoded []chain.Commit
 		hashes := map[uint64]string{}
 		for _, raw := range d.Commits {
-			c, err := chain.Decode(raw)
+			c, err := signer.DecodeCommit(raw)
 			if err != nil {
-				// VerifyChain above reported it; skip undecodable commits here.
+				// VerifyChainOf above reported it; skip undecodable commits here.
 				continue
 			}
 			if c.Seq != 0 {
@@ -221,7 +226,11 @@ func Check(in CheckInput) CheckResult {
 			} else {
 				prevs[pk] = c.Seq
 			}
-			h := chain.Hash(raw)
+			for _, dup := range links.add(f, c.Seq, raw) {
+				res.Findings = append(res.Findings, Finding{Kind: FindingFork, Device: d.Device, Seq: c.Seq, Detail: dup})
+				res.Forks++
+			}
+			h := f.Hash(raw)
 			hashes[c.Seq] = hex.EncodeToString(h[:])
 			if e, ok := bySeq[c.Seq]; ok {
 				if e.hash != h && e.device != d.Device {
