@@ -84,7 +84,7 @@ func (l *Loop) signAtproto(v intentlog.View, cm chain.Commit) ([]byte, error) {
 	}
 	now := l.cfg.Clock.Now()
 	bound := now
-	if v.LogTime > 0 {
+	if v.LogTime > 0 && !l.knobs().UnboundedRev {
 		bound = time.UnixMilli(v.LogTime).Add(MaxRevAhead)
 	}
 	var raw []byte

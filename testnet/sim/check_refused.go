@@ -73,6 +73,9 @@ func (c *checker) checkRefusedPerHold() {
 	bySeq := map[uint64][]signedCommit{}
 	refused := map[[32]byte]bool{}
 	for d, sc := range s.all {
+		if sc.seq == 0 {
+			continue // an atproto repository commit signed and never proposed (format.go): no seq known
+		}
 		all = append(all, sc)
 		refused[d] = !s.applied[d]
 		bySeq[sc.seq] = append(bySeq[sc.seq], sc)

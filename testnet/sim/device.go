@@ -15,7 +15,7 @@ import (
 	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/internal/devclock"
 	"github.com/batonhq/baton/internal/knobs"
-	"github.com/batonhq/baton/signer/chain"
+	"github.com/batonhq/baton/signer"
 	"github.com/batonhq/baton/signer/node"
 )
 
@@ -159,8 +159,11 @@ func (d *device) beforePropose(inc int, e any) {
 	case intentlog.TransferEntry:
 		ev.add(d.idx, "propose", "transfer epoch=%d to=dev%d", e.Epoch, d.w.devOf(e.To))
 	case intentlog.CommitEntry:
-		if c, err := chain.Decode(e.Raw); err == nil {
+		if c, err := signer.DecodeCommit(e.Raw); err == nil {
 			ev.add(d.idx, "propose", "commit seq=%d epoch=%d ops=%d", c.Seq, c.Epoch, len(c.Ops))
+		}
+		if d.w.cfg.atproto() {
+			d.w.sigs.proposed(d.idx, e.Raw) // format.go
 		}
 	}
 }
