@@ -2,6 +2,7 @@ package testnet
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -28,6 +29,9 @@ const (
 	// FindingUnverified: a Commit entry in a Raft log that does not verify under the
 	// chain key.
 	FindingUnverified = "unverified_commit"
+	// FindingRepo: on an atproto chain, a device's stored repository head (MST root,
+	// commit, rev) is not the one its applied chain replays to.
+	FindingRepo = "repo_mismatch"
 )
 
 // maxListed bounds the refused and equivocating commits a result lists (the counts
@@ -43,6 +47,10 @@ type DeviceChain struct {
 	// every entry up to it is in Commits or was refused by the apply. Zero: unknown
 	// (every signed commit is judged against the chain).
 	Applied uint64 `json:"applied,omitempty"`
+	// Repo, on an atproto chain, is the device's stored repository head (encoded,
+	// atproto.EncodeHead) as of its last commit in Commits: it must be the one its
+	// chain replays to (FindingRepo). Nil: not read.
+	Repo []byte `json:"-"`
 }
 
 // Ack is one intent the load generator got acknowledged (202: in the Raft log).
@@ -196,12 +204,16 @@ func Check(in CheckInput) CheckResult {
 	f := FormatOf(in.Chain)
 	for _, d := range in.Devices {
 		res.Heads[d.Device] = uint64(len(d.Commits))
-		if err := chain.VerifyChainOf(f, d.Commits, in.Chain); err != nil {
+		if err := verifyDevice(f, in.Chain, d); err != nil {
 			var seq uint64
 			if ve, ok := err.(*chain.VerifyError); ok {
 				seq = ve.Seq
 			}
-			res.Findings = append(res.Findings, Finding{Kind: FindingInvalid, Device: d.Device, Seq: seq, Detail: err.Error()})
+			kind := FindingInvalid
+			if errors.Is(err, errRepo) {
+				kind = FindingRepo
+			}
+			res.Findings = append(res.Findings, Finding{Kind: kind, Device: d.Device, Seq: seq, Detail: err.Error()})
 			res.Invalid++
 		}
 		prevs := map[string]uint64{} // prev hex -> seq of the first commit naming it

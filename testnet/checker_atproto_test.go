@@ -145,3 +145,5 @@ func TestCheckAtprotoLinks(t *testing.T) {
 		t.Fatalf("one prevData twice: invalid %d: %v", r.Invalid, r.Findings)
 	}
 }
+
+func encodeHead(c *atChain) ([]byte, error) { return atproto.EncodeHead(c.head) }

@@ -140,3 +140,6 @@ func (v *ChainVerifier) Next(raw []byte) (chain.Commit, error) {
 
 // Head is the last commit checked.
 func (v *ChainVerifier) Head() chain.Head { return v.head }
+
+// Repo is the repository's head after the last commit checked.
+func (v *ChainVerifier) Repo() Head { return v.rp.Head() }
