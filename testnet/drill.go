@@ -154,6 +154,9 @@ func DrillMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if *procs {
 			mode = "processes"
 		}
+		if *format == "atproto" {
+			mode += ", atproto chain"
+		}
 		fmt.Fprintf(stdout, "== %s (%d devices, %s, ttl %s, tick %s, %s, seed %d)\n", name, *nodes, mode, *ttl, *tick, how, *seed)
 		dir := ""
 		if *dataDir != "" {

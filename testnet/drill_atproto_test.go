@@ -16,8 +16,8 @@ func TestDrillAtprotoKillHolder(t *testing.T) {
 	failoverTo(t, rep, 5*time.Second)
 	hasEvent(t, rep, EventKill)
 	hasEvent(t, rep, EventRestart)
-	if rep.Check.Commits < 2 {
-		t.Fatalf("%d commits", rep.Check.Commits)
+	if rep.Check.Commits < 2 || rep.Params.Format != "atproto" {
+		t.Fatalf("%d commits, format %q", rep.Check.Commits, rep.Params.Format)
 	}
 }
 

@@ -379,7 +379,7 @@ func RunScenario(ctx context.Context, cfg DrillConfig) (Report, error) {
 	nodes := len(net.Devices())
 	rep := Report{Scenario: sc.Name, Seed: cfg.Seed, Started: d.start,
 		Params: Params{Nodes: nodes, TTL: net.TTL(), Tick: net.Tick(), Election: net.Election(), Rounds: cfg.Rounds,
-			Duration: cfg.Duration, Procs: cfg.Procs, FaultFree: sc.FaultFree}}
+			Duration: cfg.Duration, Procs: cfg.Procs, FaultFree: sc.FaultFree, Format: cfg.Format}}
 	fail := func(err error) {
 		if rep.Error == "" && err != nil {
 			rep.Error = err.Error()
