@@ -62,8 +62,8 @@ const maxSkew = 2 * time.Minute
 
 func init() {
 	// atproto-skew: the clocks profile with clocks that start up to 4 minutes apart.
-	// A first holder minutes fast starts the log time there, a jump forward adds a
-	// clamped step to it, and revs may be signer.MaxRevAhead past that: more than a
+	// A first Raft leader minutes fast writes the genesis, which starts log time
+	// there, a holder further ahead adds a clamped step to it, and revs may be signer.MaxRevAhead past that: more than a
 	// relay's 5 minutes past the true time (future_rev: seed 5 of seeds 1-11 with
 	// --format atproto, rev 5m17s ahead; an open finding, docs/DRILLS.md).
 	p := profiles["clocks"]
