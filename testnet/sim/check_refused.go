@@ -127,6 +127,19 @@ func (c *checker) checkRefusedPerHold() {
 	// (a handover with commits in flight). Same-epoch pairs are equivocation
 	// (signatures.go).
 	causes := map[string]int{}
+	// On an atproto chain, also the revs signed twice (format.go): a second commit on
+	// the same prev whose clock was behind that prev's rev gets rev+1, as the first.
+	revs := map[string]int{}
+	for _, sc := range all {
+		if sc.rev != "" {
+			revs[sc.rev]++
+		}
+	}
+	for _, n := range revs {
+		if n > 1 {
+			causes["same_rev"] += n - 1
+		}
+	}
 	for _, scs := range bySeq {
 		if len(scs) < 2 {
 			continue

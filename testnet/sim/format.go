@@ -154,7 +154,7 @@ func (s *signatures) recordRepoCommit(dev int, msg []byte) {
 		s.w.violation(VEquivocate, dev, "the chain key signed bytes that are not a repository commit: %v", err)
 		return
 	}
-	sc := signedCommit{dev: dev, digest: sha256.Sum256(msg), at: s.w.ev.now()}
+	sc := signedCommit{dev: dev, digest: sha256.Sum256(msg), at: s.w.ev.now(), rev: f.Rev}
 	s.w.ev.add(dev, "sign", "rev=%s %s", f.Rev, short(sc.digest[:]))
 	s.mu.Lock()
 	if _, ok := s.all[sc.digest]; !ok {

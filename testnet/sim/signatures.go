@@ -40,6 +40,7 @@ type signedCommit struct {
 	ops    int
 	digest [32]byte // SHA-256 of the signed bytes (the commit without sig)
 	at     time.Duration
+	rev    string // an atproto repository commit's rev (format.go)
 }
 
 // signatures is the record of every signature, checked as it is made: never two

@@ -167,7 +167,8 @@ type Result struct {
 	RaftFutureLeaks int `json:",omitempty"`
 	// SameSeq counts, by cause, the times the chain key signed a second commit for a
 	// seq it had signed (bump: the same device's next epoch after a refusal;
-	// handover: another device after a hold ended with commits in flight).
+	// handover: another device after a hold ended with commits in flight), and on an
+	// atproto chain the second commits signed with a rev already signed (same_rev).
 	SameSeq map[string]int `json:",omitempty"`
 	// Events are the run's last events (up to 4096), kept only when it found a
 	// violation (WriteFiles writes them out).
