@@ -127,8 +127,9 @@ func (c *checker) checkRefusedPerHold() {
 	// (a handover with commits in flight). Same-epoch pairs are equivocation
 	// (signatures.go).
 	causes := map[string]int{}
-	// On an atproto chain, also the revs signed twice (format.go): a second commit on
-	// the same prev whose clock was behind that prev's rev gets rev+1, as the first.
+	// On an atproto chain, also the revs signed twice (format.go): a refused commit
+	// and the next one on the same prev, both signed by clocks behind that prev's
+	// rev, both get its rev + 1.
 	revs := map[string]int{}
 	for _, sc := range all {
 		if sc.rev != "" {
