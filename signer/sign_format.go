@@ -84,7 +84,7 @@ func (l *Loop) signAtproto(v intentlog.View, cm chain.Commit) ([]byte, error) {
 	}
 	now := l.cfg.Clock.Now()
 	bound := now
-	if v.LogTime > 0 {
+	if v.LogTime > 0 && !l.knobs().UnboundedRev {
 		bound = time.UnixMilli(v.LogTime).Add(MaxRevAhead)
 	}
 	var raw []byte
@@ -130,6 +130,16 @@ func ChainFormatOfDID(did string) (uint64, error) {
 		return chain.FormatAtproto, nil
 	}
 	return 0, err
+}
+
+// FormatOfDID is the registered format of a chain whose key is did (ChainFormatOfDID):
+// how its commits verify, hash and chain (chain.VerifyOf, chain.NewStepper).
+func FormatOfDID(did string) (chain.Format, error) {
+	id, err := ChainFormatOfDID(did)
+	if err != nil {
+		return nil, err
+	}
+	return chain.FormatOf(id)
 }
 
 // DecodeCommit decodes an applied commit of any format (no signature check): its

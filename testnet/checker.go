@@ -2,11 +2,13 @@ package testnet
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/batonhq/baton/signer"
 	"github.com/batonhq/baton/signer/chain"
 )
 
@@ -14,7 +16,7 @@ import (
 const (
 	FindingFork       = "fork"             // two commits with the same prev on one device
 	FindingDivergence = "divergence"       // two devices hold different commits at one seq
-	FindingInvalid    = "invalid_chain"    // chain.VerifyChain refused a device's chain
+	FindingInvalid    = "invalid_chain"    // the chain's format (chain.VerifyChainOf) refused a device's chain
 	FindingLost       = "lost_intent"      // an acknowledged intent is not in the chain
 	FindingDuplicate  = "duplicate_intent" // an intent id appears in more than one op
 	// FindingEquivocation: the Raft logs hold two different commits the chain key
@@ -27,6 +29,9 @@ const (
 	// FindingUnverified: a Commit entry in a Raft log that does not verify under the
 	// chain key.
 	FindingUnverified = "unverified_commit"
+	// FindingRepo: on an atproto chain, a device's stored repository head (MST root,
+	// commit, rev) is not the one its applied chain replays to.
+	FindingRepo = "repo_mismatch"
 )
 
 // maxListed bounds the refused and equivocating commits a result lists (the counts
@@ -42,6 +47,10 @@ type DeviceChain struct {
 	// every entry up to it is in Commits or was refused by the apply. Zero: unknown
 	// (every signed commit is judged against the chain).
 	Applied uint64 `json:"applied,omitempty"`
+	// Repo, on an atproto chain, is the device's stored repository head (encoded,
+	// atproto.EncodeHead) as of its last commit in Commits: it must be the one its
+	// chain replays to (FindingRepo). Nil: not read.
+	Repo []byte `json:"-"`
 }
 
 // Ack is one intent the load generator got acknowledged (202: in the Raft log).
@@ -176,9 +185,11 @@ func (r CheckResult) Unknown() int {
 var KnownIssues = map[string]string{}
 
 // Check reads every device's chain and the acknowledgement record and reports forks
-// (two commits with one prev on a device, or two devices disagreeing on a seq),
-// chains chain.VerifyChain refuses, acknowledged intents missing from the chain,
-// intents appearing more than once, and each failover with its duration. The
+// (two commits with one prev on a device, on an atproto chain also two with one rev
+// or one prevData (see linkKeys), or two devices disagreeing on a seq), chains their
+// format's verification refuses (chain.VerifyChainOf: an atproto chain's replays its
+// repository, so revs strictly increase, prevData links and MST roots are checked),
+// acknowledged intents missing from the chain, intents appearing more than once, and each failover with its duration. The
 // reference chain for intents and failovers is the longest one; a drill checks
 // after the cluster has converged and drained, so every device should hold it.
 func Check(in CheckInput) CheckResult {
@@ -190,23 +201,29 @@ func Check(in CheckInput) CheckResult {
 	bySeq := map[uint64]entry{}
 	var longest []chain.Commit
 	var longestHash map[uint64]string
+	f := FormatOf(in.Chain)
 	for _, d := range in.Devices {
 		res.Heads[d.Device] = uint64(len(d.Commits))
-		if err := chain.VerifyChain(d.Commits, in.Chain); err != nil {
+		if err := verifyDevice(f, in.Chain, d); err != nil {
 			var seq uint64
 			if ve, ok := err.(*chain.VerifyError); ok {
 				seq = ve.Seq
 			}
-			res.Findings = append(res.Findings, Finding{Kind: FindingInvalid, Device: d.Device, Seq: seq, Detail: err.Error()})
+			kind := FindingInvalid
+			if errors.Is(err, errRepo) {
+				kind = FindingRepo
+			}
+			res.Findings = append(res.Findings, Finding{Kind: kind, Device: d.Device, Seq: seq, Detail: err.Error()})
 			res.Invalid++
 		}
 		prevs := map[string]uint64{} // prev hex -> seq of the first commit naming it
+		links := newLinkKeys()       // the format's other links (atproto: rev, prevData)
 		var decoded []chain.Commit
 		hashes := map[uint64]string{}
 		for _, raw := range d.Commits {
-			c, err := chain.Decode(raw)
+			c, err := signer.DecodeCommit(raw)
 			if err != nil {
-				// VerifyChain above reported it; skip undecodable commits here.
+				// VerifyChainOf above reported it; skip undecodable commits here.
 				continue
 			}
 			if c.Seq != 0 {
@@ -221,7 +238,11 @@ func Check(in CheckInput) CheckResult {
 			} else {
 				prevs[pk] = c.Seq
 			}
-			h := chain.Hash(raw)
+			for _, dup := range links.add(f, c.Seq, raw) {
+				res.Findings = append(res.Findings, Finding{Kind: FindingFork, Device: d.Device, Seq: c.Seq, Detail: dup})
+				res.Forks++
+			}
+			h := f.Hash(raw)
 			hashes[c.Seq] = hex.EncodeToString(h[:])
 			if e, ok := bySeq[c.Seq]; ok {
 				if e.hash != h && e.device != d.Device {

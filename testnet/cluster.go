@@ -70,6 +70,9 @@ type Config struct {
 	// OnHold, optional, is called when a device starts holding the lease (as the
 	// recorder samples it).
 	OnHold func(d *Device, epoch uint64)
+	// Format is the chain's commit format: "" or "baton" (an Ed25519 chain key) or
+	// "atproto" (a P-256 key: the genesis declares an atproto repository).
+	Format string
 }
 
 func (cfg *Config) defaults() error {
@@ -100,6 +103,9 @@ func (cfg *Config) defaults() error {
 	if cfg.SampleEvery == 0 {
 		cfg.SampleEvery = DefaultSampleEvery
 	}
+	if _, err := chainKeyGen(cfg.Format); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -110,7 +116,7 @@ func (cfg *Config) defaults() error {
 type Cluster struct {
 	*netBase
 	cfg Config
-	key *chain.Ed25519Key
+	key chain.Key
 	psk pnet.PSK
 	tmp bool
 
@@ -132,7 +138,8 @@ func NewCluster(cfg Config) (*Cluster, error) {
 		c.cfg.Dir, c.tmp = dir, true
 	}
 	var err error
-	if c.key, err = chain.GenerateKey(rand.Reader); err != nil {
+	gen, _ := chainKeyGen(cfg.Format)
+	if c.key, err = gen(); err != nil {
 		return nil, fmt.Errorf("chain key: %w", err)
 	}
 	if c.psk, err = transport.GeneratePSK(); err != nil {
@@ -167,8 +174,9 @@ func NewCluster(cfg Config) (*Cluster, error) {
 	return c, nil
 }
 
-// Key returns the chain key (every device signs with it).
-func (c *Cluster) Key() *chain.Ed25519Key { return c.key }
+// Key returns the chain key (every device signs with it): Ed25519, or P-256 on an
+// atproto chain.
+func (c *Cluster) Key() chain.Key { return c.key }
 
 // Nodes returns the running nodes (paused ones included).
 func (c *Cluster) Nodes() []*node.Node {
@@ -361,15 +369,27 @@ func (c *Cluster) Chains() ([]DeviceChain, error) {
 		if n == nil {
 			continue
 		}
-		v := n.Log().View()
-		head := v.Head.Seq
-		dc := DeviceChain{Device: d.Name, Applied: v.AppliedIndex}
-		for s := uint64(1); s <= head; s++ {
-			raw, err := n.Log().Commit(s)
-			if err != nil {
-				return nil, fmt.Errorf("%s: commit %d: %w", d.Label(), s, err)
+		dc := DeviceChain{Device: d.Name}
+		read := func() error {
+			v := n.Log().View()
+			dc.Applied = v.AppliedIndex
+			for s := uint64(len(dc.Commits)) + 1; s <= v.Head.Seq; s++ {
+				raw, err := n.Log().Commit(s)
+				if err != nil {
+					return fmt.Errorf("%s: commit %d: %w", d.Label(), s, err)
+				}
+				dc.Commits = append(dc.Commits, raw)
 			}
-			dc.Commits = append(dc.Commits, raw)
+			return nil
+		}
+		var err error
+		if FormatOf(c.Chain()).ID() == chain.FormatAtproto {
+			err = readRepo(n, &dc, read) // and the repository head with it
+		} else {
+			err = read()
+		}
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, dc)
 	}

@@ -38,9 +38,12 @@
 // # What the checker proves
 //
 // Check reads every device's applied chain, every signed commit found in the devices'
-// Raft logs and the load generator's acknowledgement record. It reports a fork (two
-// commits with one prev on a device, or two devices holding different commits at one
-// seq), a chain chain.VerifyChain refuses, an acknowledged intent missing from the
+// Raft logs and the load generator's acknowledgement record, in the chain's commit
+// format (FormatOf: baton's, or atproto's with Config.Format "atproto"). It reports a
+// fork (two commits with one prev on a device, on an atproto chain also one rev or one
+// prevData, or two devices holding different commits at one seq), a chain its format
+// refuses (chain.VerifyChainOf), on an atproto chain a replica whose stored repository
+// is not its chain's, an acknowledged intent missing from the
 // chain, an intent id signed twice, two different commits signed for one (seq,
 // epoch) (an equivocation), a Commit entry that does not verify, and, in a fault-free
 // drill, any signed commit the apply refused. It counts the refused signatures per

@@ -64,6 +64,7 @@ func DrillMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	bin := fs.String("bin", "", "baton binary for --procs (default: this executable)")
 	verbose := fs.Bool("verbose", false, "node logs to stderr")
 	strict := fs.Bool("strict", false, "known issues (testnet.KnownIssues) fail the drill too")
+	format := fs.String("format", "", "the chain's commit format: baton (default) or atproto (a P-256 chain key, DAG-CBOR records; in-process only)")
 	fs.Usage = func() {
 		fmt.Fprintf(stdout, drillUsage, strings.Join(ScenarioNames(), ", "), strings.Join(AllScenarios(false), ", "))
 		fs.SetOutput(stdout)
@@ -123,6 +124,12 @@ func DrillMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	case *rate < 1 || *rate > 5000:
 		fmt.Fprintf(stderr, "baton drill: --rate %d: want 1-5000\n", *rate)
 		return 2
+	case *format != "" && *format != "baton" && *format != "atproto":
+		fmt.Fprintf(stderr, "baton drill: --format %q: want baton or atproto\n", *format)
+		return 2
+	case *format == "atproto" && *procs:
+		fmt.Fprintln(stderr, "baton drill: --format atproto runs in-process only (not with --procs)")
+		return 2
 	case *out == "":
 		fmt.Fprintln(stderr, "baton drill: --out must name a directory")
 		return 2
@@ -147,13 +154,16 @@ func DrillMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if *procs {
 			mode = "processes"
 		}
+		if *format == "atproto" {
+			mode += ", atproto chain"
+		}
 		fmt.Fprintf(stdout, "== %s (%d devices, %s, ttl %s, tick %s, %s, seed %d)\n", name, *nodes, mode, *ttl, *tick, how, *seed)
 		dir := ""
 		if *dataDir != "" {
 			dir = filepath.Join(*dataDir, name)
 		}
 		cfg := DrillConfig{Scenario: name, Dir: dir, Nodes: *nodes, TTL: *ttl, Tick: *tick, Rounds: *rounds, Duration: *duration, Seed: *seed,
-			LoadRate: *rate, Procs: *procs, Bin: *bin, Progress: stdout, Logger: logger, Strict: *strict}
+			LoadRate: *rate, Procs: *procs, Bin: *bin, Progress: stdout, Logger: logger, Strict: *strict, Format: *format}
 		rep, err := RunScenario(ctx, cfg)
 		if err != nil {
 			fmt.Fprintf(stderr, "baton drill: %s: %v\n", name, err)

@@ -26,6 +26,8 @@ func TestDrillMainUsage(t *testing.T) {
 		{"--rounds", "0"},
 		{"--bogus"},
 		{"extra"},
+		{"--format", "plc"},
+		{"--format", "atproto", "--procs"},
 	} {
 		errb.Reset()
 		if code := DrillMain(ctx, args, &out, &errb); code != 2 || errb.Len() == 0 || strings.Count(errb.String(), "\n") != 1 {

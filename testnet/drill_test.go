@@ -29,11 +29,16 @@ func (s *syncBuf) String() string {
 
 func runDrillTest(t *testing.T, name string) Report {
 	t.Helper()
+	return runDrillTestFormat(t, name, "")
+}
+
+func runDrillTestFormat(t *testing.T, name, format string) Report {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var progress syncBuf
 	rep, err := RunScenario(ctx, DrillConfig{Scenario: name, Nodes: 3, TTL: time.Second, Tick: 100 * time.Millisecond,
-		Rounds: 1, Seed: 1, Dir: t.TempDir(), Progress: &progress})
+		Rounds: 1, Seed: 1, Dir: t.TempDir(), Progress: &progress, Format: format})
 	if err != nil {
 		t.Fatal(err)
 	}

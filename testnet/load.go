@@ -13,6 +13,7 @@ import (
 
 	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/signer/api"
+	"github.com/batonhq/baton/signer/chain"
 	"github.com/batonhq/baton/signer/node"
 )
 
@@ -50,6 +51,8 @@ type LoadConfig struct {
 	// Retries resubmits a failed intent with the same id (an idempotency key) on the
 	// next target, up to this many times, as a careful client does (default 0).
 	Retries int
+	// Format is the chain's commit format (LoadIntent; nil: baton's).
+	Format chain.Format
 }
 
 // Load submits intents with unique ids at a bounded rate until it has submitted Max
@@ -131,7 +134,11 @@ loop:
 
 func (l *Load) one(ctx context.Context, i int) {
 	id := fmt.Sprintf("%s-%06d", l.cfg.Prefix, i)
-	in := intentlog.Intent{ID: id, Op: intentlog.OpPut, Path: "drill/" + id, Value: []byte(id)}
+	f := l.cfg.Format
+	if f == nil {
+		f = chain.Baton
+	}
+	in := LoadIntent(f, id)
 	submitted := false
 	var lastErr error
 	for try := 0; try <= l.cfg.Retries && ctx.Err() == nil; try++ {

@@ -124,6 +124,7 @@ type Params struct {
 	Duration  time.Duration `json:"duration_ns,omitempty"` // soak: run until this much time passed
 	Procs     bool          `json:"procs"`
 	FaultFree bool          `json:"fault_free,omitempty"`
+	Format    string        `json:"format,omitempty"` // the chain's commit format ("": baton's)
 }
 
 // Counts summarise the load and the chain.

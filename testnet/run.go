@@ -49,6 +49,9 @@ type DrillConfig struct {
 	Logger   *slog.Logger
 	// Strict makes the findings listed in KnownIssues fail the drill too.
 	Strict bool
+	// Format is the chain's commit format: "" or "baton", or "atproto" (a P-256
+	// chain key, DAG-CBOR records; in-process only).
+	Format string
 }
 
 // Drill is a scenario run in progress: the network, the load, a seeded rand and the
@@ -335,7 +338,8 @@ func newNet(cfg DrillConfig, onEvent func(Event)) (Net, error) {
 	if cfg.Procs {
 		return NewProcCluster(ProcsConfig{Bin: cfg.Bin, Nodes: cfg.Nodes, TTL: cfg.TTL, Tick: cfg.Tick, Dir: cfg.Dir, OnEvent: onEvent})
 	}
-	return NewCluster(Config{Nodes: cfg.Nodes, TTL: cfg.TTL, Tick: cfg.Tick, Dir: cfg.Dir, Logger: cfg.Logger, OnEvent: onEvent})
+	return NewCluster(Config{Nodes: cfg.Nodes, TTL: cfg.TTL, Tick: cfg.Tick, Dir: cfg.Dir, Logger: cfg.Logger, OnEvent: onEvent,
+		Format: cfg.Format})
 }
 
 // RunScenario runs one scenario on a fresh network (in-process, or processes with
@@ -350,6 +354,9 @@ func RunScenario(ctx context.Context, cfg DrillConfig) (Report, error) {
 	if cfg.Procs && !sc.Procs {
 		return Report{}, fmt.Errorf("%w: scenario %q needs in-process hooks (procs mode runs: %s)", ErrProcsUnavailable, cfg.Scenario,
 			strings.Join(AllScenarios(true), ", "))
+	}
+	if cfg.Procs && cfg.Format != "" && cfg.Format != "baton" {
+		return Report{}, fmt.Errorf("%w: format %s runs in-process only (the processes' chain key is Ed25519)", ErrBadConfig, cfg.Format)
 	}
 	if cfg.Rounds <= 0 {
 		cfg.Rounds = 1
@@ -372,7 +379,7 @@ func RunScenario(ctx context.Context, cfg DrillConfig) (Report, error) {
 	nodes := len(net.Devices())
 	rep := Report{Scenario: sc.Name, Seed: cfg.Seed, Started: d.start,
 		Params: Params{Nodes: nodes, TTL: net.TTL(), Tick: net.Tick(), Election: net.Election(), Rounds: cfg.Rounds,
-			Duration: cfg.Duration, Procs: cfg.Procs, FaultFree: sc.FaultFree}}
+			Duration: cfg.Duration, Procs: cfg.Procs, FaultFree: sc.FaultFree, Format: cfg.Format}}
 	fail := func(err error) {
 		if rep.Error == "" && err != nil {
 			rep.Error = err.Error()
@@ -387,7 +394,7 @@ func RunScenario(ctx context.Context, cfg DrillConfig) (Report, error) {
 	} else {
 		d.Logf("cluster of %d up; %s holds epoch %d", nodes, h.Label(), ep)
 		d.Load, err = StartLoad(ctx, LoadConfig{Targets: net.LoadTargets(), Rate: cfg.LoadRate, Max: 1 << 30,
-			Timeout: 2*net.TTL() + 3*time.Second, Prefix: sc.Name})
+			Timeout: 2*net.TTL() + 3*time.Second, Prefix: sc.Name, Format: FormatOf(net.Chain())})
 		fail(err)
 		sctx, stopStatus := context.WithCancel(ctx)
 		statusDone := make(chan struct{})

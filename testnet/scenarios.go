@@ -389,7 +389,7 @@ func stepLoad(ctx context.Context, d *Drill, round int) error {
 	var loads []*Load
 	for _, x := range d.Net.Devices() {
 		l, err := StartLoad(ctx, LoadConfig{Targets: d.Net.DeviceTarget(x), Rate: d.cfg.LoadRate, Max: 1 << 30, Workers: 8,
-			Timeout: 2*d.Net.TTL() + 3*time.Second, Prefix: fmt.Sprintf("load-r%d-%s", round, x.Name)})
+			Timeout: 2*d.Net.TTL() + 3*time.Second, Prefix: fmt.Sprintf("load-r%d-%s", round, x.Name), Format: FormatOf(d.Net.Chain())})
 		if err != nil {
 			return err
 		}

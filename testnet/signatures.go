@@ -16,7 +16,7 @@ type SignedCommit struct {
 	Seq    uint64   `json:"seq"`
 	Epoch  uint64   `json:"epoch"`
 	Signer string   `json:"signer"` // peer ID
-	Hash   string   `json:"hash"`   // hex of chain.Hash
+	Hash   string   `json:"hash"`   // hex of the format's Hash (the link hash)
 	Index  uint64   `json:"index"`  // Raft index where first seen
 	Logs   []string `json:"logs"`   // devices whose Raft log held it
 	// At is the earliest AppendedAt of its entry: when a leader appended it.
@@ -30,7 +30,7 @@ type sigBook struct {
 	mu         sync.Mutex
 	commits    map[[chain.HashSize]byte]*SignedCommit
 	entries    int                 // commit entries read (the same commit in several logs counts each time)
-	unverified []Finding           // commit entries chain.Verify refused
+	unverified []Finding           // commit entries the chain's format refused (chain.VerifyOf)
 	read       map[string][]span64 // device -> Raft index ranges read
 	errs       []string
 }
@@ -57,7 +57,8 @@ func (b *sigBook) add(device string, e intentlog.RaftEntry, did string) {
 		return
 	}
 	b.entries++
-	c, err := chain.Verify(ce.Raw, did)
+	f := FormatOf(did)
+	c, err := chain.VerifyOf(f, ce.Raw, did)
 	if err != nil {
 		if len(b.unverified) < 50 {
 			b.unverified = append(b.unverified, Finding{Kind: FindingUnverified, Device: device,
@@ -65,7 +66,7 @@ func (b *sigBook) add(device string, e intentlog.RaftEntry, did string) {
 		}
 		return
 	}
-	h := chain.Hash(ce.Raw)
+	h := f.Hash(ce.Raw)
 	sc := b.commits[h]
 	if sc == nil {
 		sc = &SignedCommit{Seq: c.Seq, Epoch: c.Epoch, Signer: c.Signer, Hash: fmt.Sprintf("%x", h[:]), Index: e.Index, At: e.AppendedAt}
@@ -146,7 +147,7 @@ type Signatures struct {
 	// were not seen, so equivocation and refusal counts are lower bounds.
 	MaxIndex uint64 `json:"max_index"`
 	Unread   uint64 `json:"unread"`
-	// Unverified are Commit entries whose bytes chain.Verify refused.
+	// Unverified are Commit entries whose bytes the chain's format refused.
 	Unverified []Finding `json:"unverified,omitempty"`
 	ReadErrors []string  `json:"read_errors,omitempty"`
 }

@@ -13,4 +13,8 @@ type Signer struct {
 	// answer's head count as refused instead of being settled from the local chain
 	// (the false divergence alarm of issue 19.5).
 	TrustRefusal bool
+	// UnboundedRev takes an atproto commit's rev from the holder's clock however far
+	// ahead of the replicated log time it is (no signer.MaxRevAhead bound): a clock
+	// that jumped forward signs revs a relay refuses.
+	UnboundedRev bool
 }

@@ -45,6 +45,8 @@ type Format interface {
 // Baton is today's format (version 1): the encoding, signature and hash of this package.
 var Baton Format = batonFormat{}
 
+var _ ChainFormat = batonFormat{}
+
 type batonFormat struct{}
 
 func (batonFormat) ID() uint64                             { return FormatBaton }
@@ -91,3 +93,65 @@ func FormatNamed(name string) (Format, error) {
 	}
 	return nil, fmt.Errorf("%w: %q", ErrUnknownFormat, name)
 }
+
+// Stepper checks one chain's commits in order, seq 1 first: each commit verifies and
+// links to the one before (ChainVerifier for baton's format; a stateful format also
+// replays its state). After the first error every later call returns it again.
+type Stepper interface {
+	Next(raw []byte) (Commit, error)
+	Head() Head
+}
+
+// ChainFormat is a Format that checks whole chains (every registered format is one):
+// NewStepper returns a Stepper for the chain whose key is the did:key did, from seq 1.
+// It is a separate interface so that a Format that only signs and verifies single
+// commits stays one.
+type ChainFormat interface {
+	Format
+	NewStepper(did string) (Stepper, error)
+}
+
+// NewStepper returns f's chain checker for did (ErrUnknownFormat if f checks no
+// chains).
+func NewStepper(f Format, did string) (Stepper, error) {
+	cf, ok := f.(ChainFormat)
+	if !ok {
+		return nil, fmt.Errorf("%w: format %s checks no chains", ErrUnknownFormat, f.Name())
+	}
+	return cf.NewStepper(did)
+}
+
+// VerifyChainOf checks a whole chain in f's format from seq 1 (VerifyChain for
+// baton's) and returns the first problem, with its seq and index when it is a
+// *VerifyError.
+func VerifyChainOf(f Format, raws [][]byte, did string) error {
+	s, err := NewStepper(f, did)
+	if err != nil {
+		return err
+	}
+	for i, raw := range raws {
+		if _, err := s.Next(raw); err != nil {
+			if ve, ok := err.(*VerifyError); ok && ve.Index == 0 {
+				ve.Index = i
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// VerifyOf verifies one commit in f's format (VerifySelf) and checks that it is a
+// commit of the chain did (Verify for baton's). Errors are *VerifyError.
+func VerifyOf(f Format, raw []byte, did string) (Commit, error) {
+	c, err := f.VerifySelf(raw)
+	if err != nil {
+		return c, err
+	}
+	if c.Chain != did {
+		return c, &VerifyError{Reason: ReasonWrongChain, Seq: c.Seq, Detail: fmt.Sprintf("chain %q, want %q", abbrev(c.Chain), did)}
+	}
+	return c, nil
+}
+
+// NewStepper is NewChainVerifier from seq 1.
+func (batonFormat) NewStepper(did string) (Stepper, error) { return NewChainVerifier(did, Head{}) }

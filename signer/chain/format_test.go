@@ -38,3 +38,31 @@ func TestBatonFormatIsToday(t *testing.T) {
 		t.Fatalf("FormatNamed = %v, %v", f, err)
 	}
 }
+
+// VerifyChainOf and VerifyOf on baton's format give what VerifyChain and Verify give:
+// the same verdicts, seqs and reasons.
+func TestFormatChainChecks(t *testing.T) {
+	k, other := testKey(t, 1), testKey(t, 2)
+	raws := buildChain(t, k, 1, 1, 2, 2)
+	if err := VerifyChainOf(Baton, raws, k.DID()); err != nil {
+		t.Fatalf("good chain: %v", err)
+	}
+	bad := append([][]byte(nil), raws...)
+	bad[1], bad[2] = raws[2], raws[1] // seq 3 where seq 2 belongs
+	want := VerifyChain(bad, k.DID()).(*VerifyError)
+	got, ok := VerifyChainOf(Baton, bad, k.DID()).(*VerifyError)
+	if !ok || got.Reason != want.Reason || got.Seq != want.Seq || got.Index != want.Index {
+		t.Fatalf("VerifyChainOf = %v, VerifyChain = %v", got, want)
+	}
+	if c, err := VerifyOf(Baton, raws[0], k.DID()); err != nil || c.Seq != 1 {
+		t.Fatalf("VerifyOf = %+v, %v", c, err)
+	}
+	var ve *VerifyError
+	if _, err := VerifyOf(Baton, raws[0], other.DID()); !errors.As(err, &ve) || ve.Reason != ReasonWrongChain {
+		t.Fatalf("VerifyOf another chain = %v", err)
+	}
+	type signOnly struct{ Format }
+	if _, err := NewStepper(signOnly{Baton}, k.DID()); !errors.Is(err, ErrUnknownFormat) {
+		t.Fatalf("NewStepper of a format without chains = %v", err)
+	}
+}

@@ -24,6 +24,7 @@ type bugCase struct {
 	first   int64
 	seeds   int
 	dur     time.Duration // 0: the profile's
+	format  string        // Config.Format
 	kinds   []string      // any of these violations is the bug
 }
 
@@ -62,7 +63,7 @@ func bugSeeds(t *testing.T, c bugCase) ([]int64, string, *SearchSummary) {
 		// these run in `go test ./testnet/sim` (no -race).
 		t.Skip("skipped under -race: the seed searches of the bug tests run without it")
 	}
-	o := SearchOptions{Base: Config{Profile: c.profile, Duration: c.dur, Knobs: c.knobs}, First: c.first, Seeds: c.seeds}
+	o := SearchOptions{Base: Config{Profile: c.profile, Duration: c.dur, Knobs: c.knobs, Format: c.format}, First: c.first, Seeds: c.seeds}
 	sum := searchInWorkers(context.Background(), o)
 	if sum.Seeds != o.Seeds {
 		t.Errorf("%d of %d seeds ran", sum.Seeds, o.Seeds)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/signer/chain"
+	"github.com/batonhq/baton/signer/chain/atproto"
 	"github.com/batonhq/baton/signer/node"
 )
 
@@ -15,7 +16,9 @@ import (
 //
 //   - chains: every device's applied chain, read as it grows, must be a prefix of
 //     one reference chain (a different commit at a seq is a fork), which verifies
-//     commit by commit (chain.ChainVerifier); no intent ID twice in it; every
+//     commit by commit in its format (chain.NewStepper: chain.ChainVerifier, or on
+//     an atproto chain the repository replayed; and atproto.Links: no two commits
+//     with one rev or one prevData); no intent ID twice in it; every
 //     applied commit is one the recording key signed;
 //   - leases: every record a device's replica shows is noted with the virtual time
 //     it was first seen anywhere; one epoch never has two holders and a replica's
@@ -31,8 +34,9 @@ import (
 //   - acknowledgements: two acks of one ID must name the same Raft index, and at
 //     the end every acknowledged ID is in the converged chain.
 type checker struct {
-	w   *world
-	ver *chain.ChainVerifier
+	w     *world
+	ver   chain.Stepper
+	links *atproto.Links // atproto chains only
 
 	mu sync.Mutex
 	// chains
@@ -91,11 +95,15 @@ const (
 )
 
 func newChecker(w *world) *checker {
-	ver, err := chain.NewChainVerifier(w.key.DID(), chain.Head{})
+	ver, err := chain.NewStepper(w.format(), w.key.DID())
 	if err != nil {
 		panic(err) // the fixed key's did always parses
 	}
-	return &checker{w: w, ver: ver, opSeq: map[string]uint64{}, scanned: map[int][2]int{}, acks: map[string]uint64{},
+	var links *atproto.Links
+	if w.cfg.atproto() {
+		links = atproto.NewLinks()
+	}
+	return &checker{w: w, ver: ver, links: links, opSeq: map[string]uint64{}, scanned: map[int][2]int{}, acks: map[string]uint64{},
 		firstSeen: map[recKey]time.Duration{}, proposedAt: map[recKey]time.Duration{}, epochHolder: map[uint64]string{}, steals: map[uint64]bool{},
 		open: map[int]*holdIv{}, paused: map[int]bool{}, lost: map[[2]uint64]bool{}, failover: -1}
 }
@@ -354,7 +362,7 @@ func (c *checker) scanDevice(dev, inc int, n *node.Node) {
 
 func (c *checker) addCommit(dev int, seq uint64, raw []byte) {
 	w := c.w
-	h := chain.Hash(raw)
+	h := w.format().Hash(raw)
 	c.mu.Lock()
 	if int(seq) <= len(c.hashes) {
 		ref := c.hashes[seq-1]
@@ -371,6 +379,10 @@ func (c *checker) addCommit(dev int, seq uint64, raw []byte) {
 	c.hashes = append(c.hashes, h)
 	c.firstAt = append(c.firstAt, w.ev.now())
 	cm, verr := c.ver.Next(raw)
+	var shared []string
+	if c.links != nil {
+		shared = c.links.Add(seq, raw)
+	}
 	var dups []string
 	for _, op := range cm.Ops {
 		c.nops++
@@ -384,6 +396,9 @@ func (c *checker) addCommit(dev int, seq uint64, raw []byte) {
 	w.ev.add(dev, "applied", "seq=%d epoch=%d signer=dev%d ops=%d %s", seq, cm.Epoch, w.devOf(cm.Signer), len(cm.Ops), short(h[:]))
 	if verr != nil {
 		w.violation(VInvalid, dev, "seq %d: %v", seq, verr)
+	}
+	for _, s := range shared {
+		w.violation(VFork, dev, "%s", s)
 	}
 	if len(dups) > 0 {
 		w.violation(VDuplicate, dev, "intent applied twice: %s", strings.Join(dups, ", "))
@@ -521,8 +536,9 @@ func (c *checker) givenUp() []string {
 
 // final runs the end-of-run checks on a converged cluster: every acknowledged ID in
 // the chain, nothing refused in a fault-free run, the remaining overlaps decided.
-// (The chain was verified as it grew: addCommit feeds chain.ChainVerifier, the
-// verifier chain.VerifyChain runs, one commit at a time.)
+// (The chain was verified as it grew: addCommit feeds the format's chain.Stepper,
+// the verifier chain.VerifyChainOf runs, one commit at a time.) On an atproto chain,
+// also the repository checks (checkRepos).
 func (c *checker) final(converged bool) {
 	w := c.w
 	c.scanChains()
@@ -546,6 +562,9 @@ func (c *checker) final(converged bool) {
 		w.violation(VLost, -1, "acknowledged but not in the converged chain: %s", strings.Join(lost, ", "))
 	}
 	c.checkRefusedPerHold() // check_refused.go
+	if converged && w.cfg.atproto() {
+		w.checkRepos() // format.go
+	}
 	w.mu.Lock()
 	calm := w.faultFree
 	w.mu.Unlock()

@@ -73,6 +73,9 @@ func (c *checker) checkRefusedPerHold() {
 	bySeq := map[uint64][]signedCommit{}
 	refused := map[[32]byte]bool{}
 	for d, sc := range s.all {
+		if sc.seq == 0 {
+			continue // an atproto repository commit signed and never proposed (format.go): no seq known
+		}
 		all = append(all, sc)
 		refused[d] = !s.applied[d]
 		bySeq[sc.seq] = append(bySeq[sc.seq], sc)
@@ -124,6 +127,20 @@ func (c *checker) checkRefusedPerHold() {
 	// (a handover with commits in flight). Same-epoch pairs are equivocation
 	// (signatures.go).
 	causes := map[string]int{}
+	// On an atproto chain, also the revs signed twice (format.go): a refused commit
+	// and the next one on the same prev, both signed by clocks behind that prev's
+	// rev, both get its rev + 1.
+	revs := map[string]int{}
+	for _, sc := range all {
+		if sc.rev != "" {
+			revs[sc.rev]++
+		}
+	}
+	for _, n := range revs {
+		if n > 1 {
+			causes["same_rev"] += n - 1
+		}
+	}
 	for _, scs := range bySeq {
 		if len(scs) < 2 {
 			continue

@@ -107,7 +107,7 @@ func (w *world) hasty(h int) {
 			return
 		}
 		id := fmt.Sprintf("h%d-%d", h, i)
-		in := intentOf(id)
+		in := w.intentOf(id)
 		if n, _ := w.devs[rng.IntN(w.cfg.Devices)].node(); n != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), p.Hasty)
 			r, err := n.Submit(ctx, in, node.WaitCommitted)
@@ -169,7 +169,7 @@ func (w *world) awayUntilAcked(n int) {
 // submit submits id until it is acknowledged; it reports false if it gave up (the
 // run's give-up deadline passed, or an error no client would retry).
 func (w *world) submit(rng *rand.Rand, id string, o submitOpts) bool {
-	return w.submitIntent(rng, intentOf(id), o)
+	return w.submitIntent(rng, w.intentOf(id), o)
 }
 
 // submitIntent is submit for any valid intent.

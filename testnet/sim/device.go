@@ -15,7 +15,7 @@ import (
 	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/internal/devclock"
 	"github.com/batonhq/baton/internal/knobs"
-	"github.com/batonhq/baton/signer/chain"
+	"github.com/batonhq/baton/signer"
 	"github.com/batonhq/baton/signer/node"
 )
 
@@ -162,8 +162,11 @@ func (d *device) beforePropose(inc int, e any) {
 		ev.add(d.idx, "propose", "transfer epoch=%d to=dev%d", e.Epoch, d.w.devOf(e.To))
 		d.w.chk.leaseProposed(recKey{e.To, e.Epoch + 1, e.TS})
 	case intentlog.CommitEntry:
-		if c, err := chain.Decode(e.Raw); err == nil {
+		if c, err := signer.DecodeCommit(e.Raw); err == nil {
 			ev.add(d.idx, "propose", "commit seq=%d epoch=%d ops=%d", c.Seq, c.Epoch, len(c.Ops))
+		}
+		if d.w.cfg.atproto() {
+			d.w.sigs.proposed(d.idx, e.Raw) // format.go
 		}
 	}
 }

@@ -42,7 +42,8 @@
 //     libp2p membership).
 //
 // The invariants (see checker): no fork (every replica's chain a prefix of one chain,
-// verified commit by commit with chain.ChainVerifier); no equivocation (a recording
+// verified commit by commit in its format, chain.NewStepper; Config.Format "atproto"
+// runs an atproto chain with the repository checks of format.go); no equivocation (a recording
 // chain key sees every signature: never two commits for one (seq, epoch); nothing
 // signed and left unapplied in a run without faults); every acknowledged intent in
 // the chain exactly once, no ID twice, no two acknowledgements of one ID with

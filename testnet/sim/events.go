@@ -83,7 +83,7 @@ func (r *eventRing) recent(n int) []Event {
 const (
 	// Chains.
 	VFork        = "fork"            // two devices (or one device over time) hold different commits at one seq
-	VInvalid     = "invalid_chain"   // chain.VerifyChain (incrementally) refused the applied chain
+	VInvalid     = "invalid_chain"   // the chain's format (chain.NewStepper, incrementally) refused the applied chain
 	VEquivocate  = "equivocation"    // the chain key signed two different commits for one (seq, epoch)
 	VRefusedCalm = "refused_calm"    // a signed commit was refused in a schedule without faults
 	VUnsigned    = "unknown_commit"  // an applied commit the recording key never signed

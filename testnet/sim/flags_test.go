@@ -20,6 +20,7 @@ import (
 //	-nodes N      devices, 3 to 5 (default: from the seed)
 //	-ttl D, -tick D
 //	-knobs K      put fixed bugs back, e.g. epoch-only-claim,dedupe-count=64
+//	-format F     the chain's commit format: baton (default) or atproto
 //	-events       print every event of a replayed seed as it happens
 //	-keep         keep the data directories
 //	-out DIR      write each failed seed's report and all its events there
@@ -43,6 +44,7 @@ var (
 	flagLong     = flag.Bool("long", false, "run the long schedules (TestFindsBugC without its knob)")
 	flagSeedRand = flag.Bool("seedrand", true, "with -seed: seed math/rand's global source (Raft's election timeouts) from the seed")
 	flagRepeat   = flag.Int("repeat", 1, "with -seed: replay it this many times and count how often each violation comes back")
+	flagFormat   = flag.String("format", "", "the chain's commit format: baton (default) or atproto")
 	flagKnown    = flag.String("known", "", "violation kinds TestSim logs without failing (while the bugs they stand for are being fixed)")
 )
 
@@ -53,7 +55,7 @@ func flagConfig(t testing.TB, seed int64) Config {
 		t.Fatal(err)
 	}
 	return Config{Seed: seed, Devices: *flagNodes, Duration: *flagTime, Profile: *flagProfile, TTL: *flagTTL,
-		Tick: *flagTick, Knobs: k, Keep: *flagKeep, SeedGlobalRand: *flagSeed >= 0 && *flagSeedRand}
+		Tick: *flagTick, Knobs: k, Keep: *flagKeep, Format: *flagFormat, SeedGlobalRand: *flagSeed >= 0 && *flagSeedRand}
 }
 
 func defaultSeeds() int {

@@ -88,6 +88,9 @@ const VOddInput = "odd_input"
 
 // startOdd starts the profile's odd clients (called by startLoad's caller).
 func (w *world) startOdd() {
+	if w.cfg.atproto() {
+		return // their valid inputs are not DAG-CBOR records (format.go)
+	}
 	for i := range w.prof.OddClients {
 		w.loadWG.Add(1)
 		go w.oddClient(i)

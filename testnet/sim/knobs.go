@@ -32,6 +32,9 @@ type Knobs struct {
 	SkipValidation bool
 	ResignRefused  bool
 	TrustRefusal   bool
+	// UnboundedRev: internal/knobs.Signer's (atproto runs: revs from the holder's
+	// clock without the MaxRevAhead bound; format.go).
+	UnboundedRev bool
 	// UnboundedLogTime: one entry moves log time to its timestamp however far ahead,
 	// and holders stamp with their wall clocks however far they stepped (issue 19
 	// item 2: a clock days fast makes the dedupe window forget acknowledged IDs, and

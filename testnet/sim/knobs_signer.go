@@ -6,11 +6,11 @@ import (
 )
 
 // The signer loop's knobs (issue 19), by their names in a knob list.
-var signerKnobList = []string{"skip-validation", "resign-refused", "trust-refusal"}
+var signerKnobList = []string{"skip-validation", "resign-refused", "trust-refusal", "unbounded-rev"}
 
 func (k Knobs) signerKnobNames() []string {
 	var out []string
-	for i, on := range []bool{k.SkipValidation, k.ResignRefused, k.TrustRefusal} {
+	for i, on := range []bool{k.SkipValidation, k.ResignRefused, k.TrustRefusal, k.UnboundedRev} {
 		if on {
 			out = append(out, signerKnobList[i])
 		}
@@ -26,6 +26,8 @@ func (k *Knobs) setSignerKnob(name string) bool {
 		k.ResignRefused = true
 	case "trust-refusal":
 		k.TrustRefusal = true
+	case "unbounded-rev":
+		k.UnboundedRev = true
 	default:
 		return false
 	}
@@ -33,8 +35,9 @@ func (k *Knobs) setSignerKnob(name string) bool {
 }
 
 func applySignerKnobs(k Knobs, cfg *node.Config) {
-	if !k.SkipValidation && !k.ResignRefused && !k.TrustRefusal {
+	if !k.SkipValidation && !k.ResignRefused && !k.TrustRefusal && !k.UnboundedRev {
 		return
 	}
-	cfg.Knobs.Signer = &knobs.Signer{SkipValidation: k.SkipValidation, ResignRefused: k.ResignRefused, TrustRefusal: k.TrustRefusal}
+	cfg.Knobs.Signer = &knobs.Signer{SkipValidation: k.SkipValidation, ResignRefused: k.ResignRefused, TrustRefusal: k.TrustRefusal,
+		UnboundedRev: k.UnboundedRev}
 }

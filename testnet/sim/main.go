@@ -331,6 +331,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ttl := fs.Duration("ttl", 0, "lease TTL (default 1s)")
 	tick := fs.Duration("tick", 0, "signer tick (default 100ms)")
 	knobs := fs.String("knobs", "", "knobs that put fixed bugs back: epoch-only-claim, dedupe-count=N, unsealed-raft, skip-validation, resign-refused, trust-refusal, unbounded-log-time, no-fence, rebootstrap")
+	format := fs.String("format", "", "the chain's commit format: baton (default) or atproto (a P-256 chain key; docs/DRILLS.md)")
 	parallel := fs.Int("parallel", 0, "seeds at once (default GOMAXPROCS)")
 	out := fs.String("out", "sim-report", "directory for failed seeds' reports and events")
 	progress := fs.Duration("progress", 10*time.Second, "interval of the progress line (stderr)")
@@ -372,7 +373,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	base := Config{Devices: *nodes, Duration: *dur, Profile: *profile, TTL: *ttl, Tick: *tick, Knobs: k, Keep: *keep}
+	if err := checkFormat(*format); err != nil {
+		fmt.Fprintf(stderr, "baton sim: %v\n", err)
+		return 2
+	}
+	base := Config{Devices: *nodes, Duration: *dur, Profile: *profile, TTL: *ttl, Tick: *tick, Knobs: k, Keep: *keep, Format: *format}
 	if *seed >= 0 || *worker {
 		// One seed at a time per process, on one P, with Raft's random source seeded:
 		// the closest a run gets to deterministic (see Config.SeedGlobalRand).

@@ -88,6 +88,9 @@ type Profile struct {
 	OddClients int
 	// Retention is the genesis's dedupe retention (0: the node's default, 24 h).
 	Retention time.Duration
+	// ClockSkew bounds the wall clock offsets the devices start with (format.go; 0:
+	// none, or on an atproto run 2 minutes).
+	ClockSkew time.Duration
 }
 
 var profiles = map[string]Profile{

@@ -95,7 +95,7 @@ func (w *world) recover() {
 func (w *world) probe(within time.Duration) (time.Duration, bool) {
 	rng := rand.New(rand.NewPCG(uint64(w.cfg.Seed), 0x9e0be))
 	deadline := time.Now().Add(within)
-	in := intentOf("probe")
+	in := w.intentOf("probe")
 	acked := false
 	for !acked && time.Now().Before(deadline) {
 		dev := rng.IntN(w.cfg.Devices)

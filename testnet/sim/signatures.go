@@ -40,6 +40,7 @@ type signedCommit struct {
 	ops    int
 	digest [32]byte // SHA-256 of the signed bytes (the commit without sig)
 	at     time.Duration
+	rev    string // an atproto repository commit's rev (format.go)
 }
 
 // signatures is the record of every signature, checked as it is made: never two
@@ -68,6 +69,10 @@ type signedFields struct {
 }
 
 func (s *signatures) record(dev int, msg []byte) {
+	if s.w.cfg.atproto() {
+		s.recordRepoCommit(dev, msg) // format.go
+		return
+	}
 	var f signedFields
 	if err := cbor.Unmarshal(msg, &f); err != nil {
 		s.w.violation(VEquivocate, dev, "the chain key signed bytes that are not a commit: %v", err)
@@ -94,6 +99,17 @@ func (s *signatures) record(dev int, msg []byte) {
 // markApplied notes an applied commit; it reports false for a commit the key never
 // signed.
 func (s *signatures) markApplied(raw []byte) bool {
+	if s.w.cfg.atproto() {
+		_, d, ok := repoDigest(raw) // format.go
+		if !ok {
+			return false
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.applied[d] = true
+		_, ok = s.all[d]
+		return ok
+	}
 	c, err := chain.Decode(raw)
 	if err != nil {
 		return false

@@ -47,6 +47,10 @@ type Config struct {
 	TTL, Tick time.Duration
 	// Knobs put back fixed bugs (see Knobs).
 	Knobs Knobs
+	// Format is the chain's commit format: "" or "baton" (an Ed25519 chain key), or
+	// "atproto" (a P-256 key: the genesis declares an atproto repository; see
+	// format.go for what the mode adds).
+	Format string `json:",omitempty"`
 	// Dir is where the run's data directories go ("": /dev/shm if present, else
 	// os.TempDir()). They are removed after the run unless Keep.
 	Dir  string
@@ -80,6 +84,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Profile == "" {
 		c.Profile = seedProfile(c.Seed)
+	}
+	if err := checkFormat(c.Format); err != nil {
+		return err
 	}
 	p, err := LookupProfile(c.Profile)
 	if err != nil {
@@ -120,6 +127,9 @@ func (c Config) Flags() []string {
 	if k := c.Knobs.String(); k != "" {
 		out = append(out, "-knobs "+k)
 	}
+	if c.atproto() {
+		out = append(out, "-format "+c.Format)
+	}
 	return out
 }
 
@@ -157,7 +167,8 @@ type Result struct {
 	RaftFutureLeaks int `json:",omitempty"`
 	// SameSeq counts, by cause, the times the chain key signed a second commit for a
 	// seq it had signed (bump: the same device's next epoch after a refusal;
-	// handover: another device after a hold ended with commits in flight).
+	// handover: another device after a hold ended with commits in flight), and on an
+	// atproto chain the second commits signed with a rev already signed (same_rev).
 	SameSeq map[string]int `json:",omitempty"`
 	// Events are the run's last events (up to 4096), kept only when it found a
 	// violation (WriteFiles writes them out).
@@ -226,8 +237,12 @@ func (r *Result) Summary() string {
 	if r.RaftFutureLeaks > 0 {
 		verdict += fmt.Sprintf(" (%d goroutines left on a raft future after Shutdown, hashicorp/raft#498)", r.RaftFutureLeaks)
 	}
+	prof := r.Config.Profile
+	if r.Config.atproto() {
+		prof += ", atproto"
+	}
 	return fmt.Sprintf("seed %d (%s, %d devices): %s; %d faults, %d commits, %d ops, %d acked, %d signed, %d refused, failover %v, %v virtual in %v",
-		r.Config.Seed, r.Config.Profile, r.Config.Devices, verdict, sum(r.Faults), r.Commits, r.Ops, r.Acked, r.Signed, r.Refused,
+		r.Config.Seed, prof, r.Config.Devices, verdict, sum(r.Faults), r.Commits, r.Ops, r.Acked, r.Signed, r.Refused,
 		r.Failover.Round(time.Millisecond), r.Virtual.Round(time.Millisecond), r.Real.Round(time.Millisecond))
 }
 
@@ -413,8 +428,7 @@ func newWorld(cfg Config) (*world, error) {
 	}
 	w.dir = dir
 	// The chain key is the same in every run (only the schedule depends on the seed).
-	seed := bytes.Repeat([]byte{0xba}, 32)
-	if w.key, err = chain.NewEd25519KeyFromSeed(seed); err != nil {
+	if w.key, err = chainKey(cfg); err != nil {
 		return nil, err
 	}
 	w.sigs = newSignatures(w)
@@ -431,6 +445,7 @@ func newWorld(cfg Config) (*world, error) {
 	for i := range cfg.Devices {
 		w.devs = append(w.devs, newDevice(w, i))
 	}
+	w.skewClocks() // format.go: an atproto run's clocks start apart
 	w.acts = makeSchedule(cfg.Seed, cfg.Devices, prof, cfg.Duration, cfg.TTL)
 	return w, nil
 }

@@ -75,6 +75,9 @@ func workerArgs(c Config, out string) []string {
 	if k := c.Knobs.String(); k != "" {
 		add("knobs", k)
 	}
+	if c.Format != "" {
+		add("format", c.Format)
+	}
 	if c.Keep {
 		add("keep", "true")
 	}

@@ -19,7 +19,7 @@ var Atproto = &Format{}
 
 func init() { chain.RegisterFormat(Atproto) }
 
-var _ chain.Format = (*Format)(nil)
+var _ chain.ChainFormat = (*Format)(nil)
 
 // Bind returns the format signing on top of the repository state returns, with revs
 // from rev (NextRev with the proposer's bounded clock).
@@ -49,6 +49,9 @@ func (*Format) VerifySelf(raw []byte) (chain.Commit, error) {
 	e, err := VerifyEnvelope(raw)
 	return e.Commit, err
 }
+
+// NewStepper checks a whole chain from seq 1, replaying its repository (ChainVerifier).
+func (*Format) NewStepper(did string) (chain.Stepper, error) { return NewChainVerifier(did), nil }
 
 // Hash is the envelope's link hash.
 func (*Format) Hash(raw []byte) [chain.HashSize]byte { return Hash(raw) }

@@ -111,6 +111,7 @@ func GetRecord(bs Blocks, head Head, path string) (rec, cid []byte, err error) {
 type ChainVerifier struct {
 	rp   *Replayer
 	head chain.Head
+	err  error
 }
 
 // NewChainVerifier returns a verifier for the chain whose key is the did:key chainDID,
@@ -119,9 +120,14 @@ func NewChainVerifier(chainDID string) *ChainVerifier {
 	return &ChainVerifier{rp: NewReplayer(chainDID)}
 }
 
-// Next checks the next commit (Replayer.Next) and returns its fence and ops.
+// Next checks the next commit (Replayer.Next) and returns its fence and ops. After
+// the first error every later call returns it again (as chain.ChainVerifier's).
 func (v *ChainVerifier) Next(raw []byte) (chain.Commit, error) {
+	if v.err != nil {
+		return chain.Commit{}, v.err
+	}
 	if _, err := v.rp.Next(raw); err != nil {
+		v.err = err
 		return chain.Commit{}, err
 	}
 	e, err := DecodeEnvelope(raw)
@@ -134,3 +140,6 @@ func (v *ChainVerifier) Next(raw []byte) (chain.Commit, error) {
 
 // Head is the last commit checked.
 func (v *ChainVerifier) Head() chain.Head { return v.head }
+
+// Repo is the repository's head after the last commit checked.
+func (v *ChainVerifier) Repo() Head { return v.rp.Head() }

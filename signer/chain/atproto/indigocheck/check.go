@@ -10,6 +10,7 @@ package indigocheck
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -25,6 +26,10 @@ import (
 
 // MaxFuture is how far in the future a relay accepts a rev.
 const MaxFuture = 5 * time.Minute
+
+// ErrFutureRev: a commit's rev is more than MaxFuture past the relay's clock (Chain's
+// now); a relay refuses the commit.
+var ErrFutureRev = errors.New("rev in the future")
 
 // Result is what a checked chain holds.
 type Result struct {
@@ -57,7 +62,7 @@ func Chain(ctx context.Context, raws [][]byte, chainDID string, now time.Time) (
 			return res, fmt.Errorf("seq %d: rev: %w", seq, err)
 		}
 		if tid.Time().After(now.Add(MaxFuture)) {
-			return res, fmt.Errorf("seq %d: rev %s is %v in the future", seq, st.Head.Rev, tid.Time().Sub(now))
+			return res, fmt.Errorf("seq %d: rev %s is %v in the future: %w", seq, st.Head.Rev, tid.Time().Sub(now), ErrFutureRev)
 		}
 		ev, err := atproto.NewEvent(prev, st)
 		if err != nil {
