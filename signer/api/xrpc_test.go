@@ -506,3 +506,61 @@ func TestSubscribeReposLimits(t *testing.T) {
 		t.Fatalf("a consumer behind by more than the lag: %d frames, last %+v", len(frames), last)
 	}
 }
+
+// TestSubscribeReposTCP: on the TCP listener a stream needs the bearer token (401
+// before any upgrade without it), streams beyond MaxStreams are refused, and the
+// open streams take none of MaxConns: with MaxConns 2 and two streams open, two
+// authenticated clients holding keep-alive connections are still served at once.
+func TestSubscribeReposTCP(t *testing.T) {
+	psk := testutil.PSK(t)
+	key, err := atproto.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := nodeConfig(t, t.TempDir(), psk, key)
+	cfg.Bootstrap = true
+	n := startServed(t, cfg, Config{Addr: "127.0.0.1:0", Token: testToken, MaxConns: 2, MaxStreams: 2})
+	testutil.WaitFor(t, 10*time.Second, "holds", n.Holds)
+	atSubmit(t, n, intentlog.Intent{ID: "p1", Op: intentlog.OpPut, Path: "app.bsky.feed.post/3kp1", Value: atRecord(t, "one")})
+	url := "ws://" + n.srv.Addr() + "/xrpc/com.atproto.sync.subscribeRepos?cursor=0"
+	auth := http.Header{"Authorization": {"Bearer " + testToken}}
+	d := websocket.Dialer{HandshakeTimeout: 10 * time.Second}
+	if _, resp, err := d.Dial(url, nil); resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a stream without the token: %v", err)
+	}
+	var streams []*websocket.Conn
+	for range 2 {
+		c, _, err := d.Dial(url, auth)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		readFrames(t, c, 1)
+		streams = append(streams, c)
+	}
+	if _, resp, err := d.Dial(url, auth); resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a third stream past MaxStreams 2: %v", err)
+	}
+	for i := range 2 {
+		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}}
+		req, _ := http.NewRequest(http.MethodGet, "http://"+n.srv.Addr()+"/xrpc/com.atproto.sync.getLatestCommit?did="+key.DID(), nil)
+		req.Header = auth
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("client %d beside two streams: %v", i, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("client %d beside two streams: %d", i, resp.StatusCode)
+		}
+		defer hc.CloseIdleConnections() // keep this one's connection open meanwhile
+	}
+	// The streams still follow the chain.
+	atSubmit(t, n, intentlog.Intent{ID: "p2", Op: intentlog.OpPut, Path: "app.bsky.feed.post/3kp2", Value: atRecord(t, "two")})
+	for _, c := range streams {
+		if xe := parseFrames(t, readFrames(t, c, 1))[0]; xe.RepoCommit == nil || xe.RepoCommit.Seq != 2 {
+			t.Fatalf("a stream after the requests: %+v", xe)
+		}
+	}
+}
