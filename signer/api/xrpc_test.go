@@ -431,7 +431,7 @@ func TestSubscribeReposLimits(t *testing.T) {
 	}
 	cfg := nodeConfig(t, t.TempDir(), psk, key)
 	cfg.Bootstrap = true
-	n := startServed(t, cfg, Config{MaxStreams: 1, streamWrite: 5 * time.Second, streamLag: 1})
+	n := startServed(t, cfg, Config{MaxStreams: 1, streamWrite: time.Second})
 	testutil.WaitFor(t, 10*time.Second, "holds", n.Holds)
 	big := func(id string) intentlog.Intent {
 		// A record larger than a socket's buffers: writing its frame blocks until the
@@ -470,18 +470,20 @@ func TestSubscribeReposLimits(t *testing.T) {
 		return true
 	})
 
-	// A consumer that falls behind: live from the head, it reads nothing while four
-	// big commits are applied (the server's write of the first blocks on it), then
-	// reads: at most the first frames, then ConsumerTooSlow (2 or more behind, more
-	// than the lag 1).
-	testutil.WaitFor(t, 10*time.Second, "a stream slot", func() bool {
-		c, _, err := dialStream(n.APISocket(), "")
-		if err != nil {
-			return false
-		}
-		c1 = c
-		return true
-	})
+	// A consumer that falls behind (on a second server of the node, with a lag bound
+	// of 1 and the default write timeout): live from the head, it reads nothing while
+	// four big commits are applied (the server's write of the first blocks on it),
+	// then reads: at most the first frames, then ConsumerTooSlow (2 or more behind).
+	srv2, err := Start(n.Node, Config{Socket: filepath.Join(t.TempDir(), "lag.sock"), streamLag: 1, Logger: testutil.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv2.Close(nil)
+	c1, _, err = dialStream(srv2.Socket(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close()
 	for _, id := range []string{"big0002", "big0003", "big0004", "big0005"} {
 		atSubmit(t, n, big(id))
 	}
