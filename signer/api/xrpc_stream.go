@@ -149,8 +149,11 @@ func (a *Server) subscribeRepos(w http.ResponseWriter, r *http.Request) {
 		writeXRPCError(w, xerr(http.StatusServiceUnavailable, XRPCTooManyStreams, "%d streams already open on this listener", cap(slots)))
 		return
 	}
-	up := websocket.Upgrader{HandshakeTimeout: ReadHeaderTimeout}
-	conn, err := up.Upgrade(w, r, nil) // answers the client itself on failure
+	up := websocket.Upgrader{HandshakeTimeout: ReadHeaderTimeout,
+		Error: func(w http.ResponseWriter, _ *http.Request, status int, reason error) {
+			writeXRPCError(w, xerr(status, XRPCInvalidRequest, "subscribeRepos is a WebSocket: %v", reason))
+		}}
+	conn, err := up.Upgrade(w, r, nil) // answers the client itself (JSON) on failure
 	if err != nil {
 		return
 	}
