@@ -210,7 +210,8 @@ func (a *Server) subscribeRepos(w http.ResponseWriter, r *http.Request) {
 	}
 	startLag := head - min(head, from-1)
 	err = signer.FollowCommits(ctx, log, from, func(c signer.AppliedCommit) error {
-		if lag := log.View().Head.Seq - c.Seq; lag > startLag+a.cfg.streamLag {
+		now := log.View().Head.Seq
+		if lag := now - min(c.Seq, now); lag > startLag+a.cfg.streamLag {
 			_ = write(atproto.ErrorFrame(XRPCConsumerTooSlow, fmt.Sprintf("%d commits behind the head", lag)))
 			return errTooSlow
 		}
