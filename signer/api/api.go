@@ -25,6 +25,7 @@ import (
 
 	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/internal/stages"
+	"github.com/batonhq/baton/signer/chain/atproto"
 	"github.com/batonhq/baton/signer/node"
 )
 
@@ -206,7 +207,7 @@ func Start(n *node.Node, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	a := &Server{n: n, cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), events: &eventSource{log: n.Log()},
+	a := &Server{n: n, cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), events: &eventSource{log: n.Log(), trees: atproto.NewTreePool(eventTrees)},
 		sockStreams: make(chan struct{}, min(cfg.MaxStreams, max(1, cfg.MaxConns-1))),
 		tcpStreams:  make(chan struct{}, cfg.MaxStreams)}
 	a.base, a.cancel = context.WithCancel(context.Background())

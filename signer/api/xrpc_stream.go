@@ -50,15 +50,18 @@ const (
 	// head (built once for all), each at most maxCachedFrame bytes.
 	eventRing      = 64
 	maxCachedFrame = 256 << 10
+	// eventTrees repository trees are kept for the builds (streams backfilling at
+	// different positions each find theirs; more reload the tree per frame).
+	eventTrees = 4
 )
 
 // eventSource builds the #commit frame of an applied commit, keeping the latest in
-// a ring and the repository's tree between consecutive commits.
+// a ring and a few repository trees between consecutive commits (atproto.TreePool).
 type eventSource struct {
 	log *intentlog.Log
 
 	mu    sync.Mutex // one build at a time: streams at the head share each frame
-	trees atproto.TreeCache
+	trees *atproto.TreePool
 	ring  [eventRing]cachedFrame
 }
 
@@ -94,7 +97,7 @@ func (s *eventSource) frame(c signer.AppliedCommit) ([]byte, error) {
 	}
 	var ev atproto.Event
 	err = s.log.ReadFormat(func(st intentlog.FormatStore) error {
-		ph, step, err := atproto.StepOf(formatBlocks{st}, prev, e, &s.trees)
+		ph, step, err := s.trees.StepOf(formatBlocks{st}, prev, e)
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/bluesky-social/indigo/atproto/repo/mst"
@@ -284,4 +285,55 @@ func writeJSON(buf *bytes.Buffer, v any) error {
 		return fmt.Errorf("value of type %T is not DAG-CBOR data", v)
 	}
 	return nil
+}
+
+// TreePool keeps the trees of up to n repository states (a TreeCache each), for a
+// caller that rebuilds commits at several positions at once (streams backfilling from
+// different cursors): an apply starts from the kept tree of its head's root if there
+// is one, else it takes the least recently used slot (and loads the tree from the
+// blocks). Memory: n trees. Like TreeCache it changes no outcome. Safe for concurrent
+// use.
+type TreePool struct {
+	mu     sync.Mutex
+	slots  []poolSlot
+	clock  uint64
+	misses uint64 // applies that loaded a non-empty tree (tests)
+}
+
+type poolSlot struct {
+	root  []byte // the root the slot's tree was left at
+	used  uint64
+	cache *TreeCache
+}
+
+// NewTreePool returns a pool of n trees (at least 1).
+func NewTreePool(n int) *TreePool {
+	p := &TreePool{slots: make([]poolSlot, max(1, n))}
+	for i := range p.slots {
+		p.slots[i].cache = &TreeCache{}
+	}
+	return p
+}
+
+// StepOf is the package's StepOf with a tree from the pool.
+func (p *TreePool) StepOf(bs Blocks, prev *Envelope, e Envelope) (Head, Step, error) {
+	p.mu.Lock()
+	p.clock++
+	s := &p.slots[0]
+	for i := range p.slots {
+		c := &p.slots[i]
+		if c.root != nil && bytes.Equal(c.root, e.PrevData) {
+			s = c
+			break
+		}
+		if c.used < s.used {
+			s = c
+		}
+	}
+	if e.PrevData != nil && !bytes.Equal(s.root, e.PrevData) {
+		p.misses++
+	}
+	s.used, s.root = p.clock, e.Repo.Data // the slot's tree after this apply
+	p.mu.Unlock()
+	return StepOf(bs, prev, e, s.cache)
 }

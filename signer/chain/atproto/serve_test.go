@@ -268,3 +268,57 @@ func TestRecordJSON(t *testing.T) {
 		t.Fatal("RecordJSON accepted a non-record")
 	}
 }
+
+// TestTreePool rebuilds two interleaved runs of steps (from seq 1 and from seq 31, as
+// two streams backfilling at once): a pool of two trees loads a tree once (the second
+// run's start), a pool of one at every step of the second run, and the steps are the
+// ones Apply stored either way.
+func TestTreePool(t *testing.T) {
+	r, raws, _ := serveChain(t, 60)
+	envs := make([]Envelope, len(raws))
+	for i, raw := range raws {
+		e, err := DecodeEnvelope(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		envs[i] = e
+	}
+	want := make([]Step, len(raws))
+	rp := newReplica()
+	for i, raw := range raws {
+		st, err := rp.apply(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = st
+	}
+	run := func(p *TreePool) {
+		t.Helper()
+		for k := range 30 {
+			for _, i := range []int{k, 30 + k} {
+				var prev *Envelope
+				if i > 0 {
+					prev = &envs[i-1]
+				}
+				_, st, err := p.StepOf(r.bs, prev, envs[i])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(st.Head.Commit, want[i].Head.Commit) || len(st.Blocks) != len(want[i].Blocks) {
+					t.Fatalf("seq %d: the pool's step is not the apply's", i+1)
+				}
+				for j := range st.Blocks {
+					if !bytes.Equal(st.Blocks[j].CID, want[i].Blocks[j].CID) {
+						t.Fatalf("seq %d: block %d differs", i+1, j)
+					}
+				}
+			}
+		}
+	}
+	two, one := NewTreePool(2), NewTreePool(1)
+	run(two)
+	run(one)
+	if two.misses != 1 || one.misses < 30 {
+		t.Fatalf("tree loads: %d with two trees (want 1), %d with one (want 30 or more)", two.misses, one.misses)
+	}
+}
