@@ -30,8 +30,8 @@ import (
 // reads, so it holds one frame at a time: a slow consumer never grows memory. A
 // consumer that has not taken a frame within the write timeout is dropped (nothing
 // can reach it any more: no error frame); one that falls behind the head by more
-// than StreamMaxLag commits beyond where it started is told ConsumerTooSlow and
-// dropped. Streams are capped per listener (Config.MaxStreams): past it a new stream
+// than DefaultStreamMaxLag commits beyond where it started is told ConsumerTooSlow
+// and dropped. Streams are capped per listener (Config.MaxStreams): past it a new stream
 // is refused with 503 TooManyStreams before the upgrade. On the Unix socket a stream
 // keeps its connection slot (the cap leaves the rest of MaxConns to requests); on
 // TCP an upgraded connection leaves the guard's count (conns.go), so streams never
