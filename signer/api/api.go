@@ -132,8 +132,8 @@ type Config struct {
 	// Optional, default DefaultMaxConns.
 	MaxConns int
 	// MaxStreams bounds the open subscribeRepos streams of each listener (see
-	// xrpc_stream.go). Optional, default MaxConns/4 (at least 1); at most MaxConns-1
-	// on the socket, whose streams keep their connection slots.
+	// xrpc_stream.go). Optional, default MaxConns/4 (at least 1); on the socket, whose
+	// streams keep their connection slots, at most MaxConns-1 (when MaxConns > 1).
 	MaxStreams int
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
@@ -207,7 +207,8 @@ func Start(n *node.Node, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	a := &Server{n: n, cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), events: &eventSource{log: n.Log(), trees: atproto.NewTreePool(eventTrees)},
+	a := &Server{n: n, cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(),
+		events:      &eventSource{log: n.Log(), trees: atproto.NewTreePool(eventTrees)},
 		sockStreams: make(chan struct{}, min(cfg.MaxStreams, max(1, cfg.MaxConns-1))),
 		tcpStreams:  make(chan struct{}, cfg.MaxStreams)}
 	a.base, a.cancel = context.WithCancel(context.Background())
@@ -342,8 +343,11 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Hijack hands the connection over (a subscribeRepos WebSocket).
 func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	w.status = http.StatusSwitchingProtocols
-	return http.NewResponseController(w.ResponseWriter).Hijack()
+	c, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil {
+		w.status = http.StatusSwitchingProtocols
+	}
+	return c, rw, err
 }
 
 // requireToken checks the bearer token; on the socket a request without one passes
