@@ -127,8 +127,8 @@ func frame(h frameHeader, body any) ([]byte, error) {
 // RecordProof returns the blocks that prove the record at path present (or absent) in
 // the repository at head: the commit block, the MST nodes from the root down to where
 // path is (or would be), and the record if present; com.atproto.sync.getRecord
-// answers them as a CAR rooted at the commit. cid is the record's (nil if absent).
-func RecordProof(bs Blocks, head Head, path string) (bl []Block, cid []byte, err error) {
+// answers them as a CAR rooted at the commit. recCID is the record's (nil if absent).
+func RecordProof(bs Blocks, head Head, path string) (bl []Block, recCID []byte, err error) {
 	if head.Commit == nil {
 		return nil, nil, fmt.Errorf("empty repository")
 	}
@@ -171,7 +171,7 @@ func RecordProof(bs Blocks, head Head, path string) (bl []Block, cid []byte, err
 			k := append(append([]byte(nil), prevKey[:e.PrefixLen]...), e.KeySuffix...)
 			prevKey = k
 			if c := bytes.Compare(k, key); c == 0 {
-				cid, found = e.Value.Bytes(), true
+				recCID, found = e.Value.Bytes(), true
 				break
 			} else if c > 0 {
 				break
@@ -179,11 +179,11 @@ func RecordProof(bs Blocks, head Head, path string) (bl []Block, cid []byte, err
 			next = e.Right
 		}
 		if found {
-			rec, err := get(cid)
+			rec, err := get(recCID)
 			if err != nil {
 				return nil, nil, err
 			}
-			return append(bl, rec), cid, nil
+			return append(bl, rec), recCID, nil
 		}
 		node = nil
 		if next != nil {
