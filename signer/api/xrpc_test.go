@@ -567,3 +567,140 @@ func TestSubscribeReposTCP(t *testing.T) {
 		}
 	}
 }
+
+// TestSubscribeReposFailover: a stream open on a follower of three real nodes goes on
+// across the holder's death: the commits of both epochs arrive in order and indigo
+// accepts them as one repository's (since/prevData chain across the failover); the
+// killed node, restarted and caught up, serves the same bytes from cursor 0 as the
+// other two.
+func TestSubscribeReposFailover(t *testing.T) {
+	psk := testutil.PSK(t)
+	key, err := atproto.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := atcrypto.ParsePublicDIDKey(key.DID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	cfgs := make([]node.Config, 3)
+	nodes := make([]*served, 3)
+	for i := range cfgs {
+		cfgs[i] = nodeConfig(t, filepath.Join(root, string(rune('a'+i))), psk, key)
+	}
+	boot := cfgs[0]
+	boot.Bootstrap = true
+	nodes[0] = startServed(t, boot, Config{})
+	testutil.WaitFor(t, 10*time.Second, "a holds", nodes[0].Holds)
+	token := []byte("join-token-0123456789")
+	nodes[0].AllowJoins(token, time.Now().Add(time.Minute), 2)
+	for i := 1; i < 3; i++ {
+		cfgs[i].Join = &node.JoinConfig{Seeds: nodes[0].Addrs(), Token: token}
+		nodes[i] = startServed(t, cfgs[i], Config{})
+	}
+	testutil.WaitFor(t, 10*time.Second, "three members", func() bool {
+		for _, n := range nodes {
+			if n.State().Members != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	holder := func() int {
+		for i, n := range nodes {
+			if n != nil && n.Holds() {
+				return i
+			}
+		}
+		return -1
+	}
+	testutil.WaitFor(t, 10*time.Second, "a holder", func() bool { return holder() >= 0 })
+	put := func(i int, id string) {
+		p := "app.bsky.feed.post/3k" + id
+		atSubmit(t, nodes[i], intentlog.Intent{ID: id, Op: intentlog.OpPut, Path: p, Value: atRecord(t, id)})
+	}
+	h := holder()
+	for i := range 4 {
+		put(h, fmt.Sprintf("before%d", i))
+	}
+	f := (h + 1) % 3 // a follower
+	conn, _, err := dialStream(nodes[f].APISocket(), "?cursor=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	frames := make(chan []byte, 64)
+	go func() {
+		defer close(frames)
+		for {
+			_, b, err := conn.ReadMessage()
+			if err != nil {
+				return
+			}
+			frames <- b
+		}
+	}()
+
+	// Kill the holder; another takes over and signs.
+	nodes[h].srv.Close(nil)
+	if err := nodes[h].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	nodes[h] = nil
+	testutil.WaitFor(t, 15*time.Second, "a new holder", func() bool { return holder() >= 0 })
+	for i := range 4 {
+		put(holder(), fmt.Sprintf("after%d", i))
+	}
+	var got [][]byte
+	for len(got) < 8 {
+		select {
+		case b, ok := <-frames:
+			if !ok {
+				t.Fatalf("the follower's stream ended after %d frames", len(got))
+			}
+			got = append(got, b)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%d frames from the follower's stream", len(got))
+		}
+	}
+	checkCommits(t, pub, 1, parseFrames(t, got))
+	epochs := map[uint64]bool{}
+	for seq := uint64(1); seq <= 8; seq++ {
+		raw, err := nodes[f].Log().Commit(seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := atproto.DecodeEnvelope(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		epochs[e.Commit.Epoch] = true
+	}
+	if len(epochs) < 2 {
+		t.Fatalf("the 8 commits span %d epoch(s): no failover in the stream", len(epochs))
+	}
+
+	// The killed node, restarted, serves the same bytes.
+	nodes[h] = startServed(t, cfgs[h], Config{})
+	head := nodes[f].State().Head.Seq
+	testutil.WaitFor(t, 15*time.Second, "the restarted node caught up", func() bool { return nodes[h].State().Head.Seq >= head })
+	var want [][]byte
+	for i, n := range nodes {
+		c, _, err := dialStream(n.APISocket(), "?cursor=0")
+		if err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+		fr := readFrames(t, c, int(head))
+		c.Close()
+		if want == nil {
+			want = fr
+			continue
+		}
+		for j := range fr {
+			if !bytes.Equal(fr[j], want[j]) {
+				t.Fatalf("node %d serves another frame at seq %d", i, j+1)
+			}
+		}
+	}
+}
