@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/subtle"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/internal/stages"
+	"github.com/batonhq/baton/signer/chain/atproto"
 	"github.com/batonhq/baton/signer/node"
 )
 
@@ -129,8 +131,15 @@ type Config struct {
 	// TCP one's are counted apart, so TCP clients cannot starve the socket).
 	// Optional, default DefaultMaxConns.
 	MaxConns int
+	// MaxStreams bounds the open subscribeRepos streams of each listener (see
+	// xrpc_stream.go). Optional, default MaxConns/4 (at least 1); on the socket, whose
+	// streams keep their connection slots, at most MaxConns-1 (when MaxConns > 1).
+	MaxStreams int
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+
+	streamWrite time.Duration // a stream's write timeout (default writeSlice; tests)
+	streamLag   uint64        // DefaultStreamMaxLag (tests)
 }
 
 // Validate checks the config (Start calls it) and fills in defaults.
@@ -155,6 +164,18 @@ func (c *Config) Validate() error {
 	if c.MaxConns == 0 {
 		c.MaxConns = DefaultMaxConns
 	}
+	if c.MaxStreams < 0 {
+		return fmt.Errorf("%w: negative MaxStreams", node.ErrBadConfig)
+	}
+	if c.MaxStreams == 0 {
+		c.MaxStreams = max(1, c.MaxConns/4)
+	}
+	if c.streamWrite == 0 {
+		c.streamWrite = writeSlice
+	}
+	if c.streamLag == 0 {
+		c.streamLag = DefaultStreamMaxLag
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -176,6 +197,9 @@ type Server struct {
 	wg      sync.WaitGroup
 
 	guard *connGuard // the TCP listener's connection limits (conns.go)
+
+	events                  *eventSource  // subscribeRepos frames (xrpc_stream.go)
+	sockStreams, tcpStreams chan struct{} // open streams per listener
 }
 
 // Start serves n's API on the listeners cfg names.
@@ -183,7 +207,10 @@ func Start(n *node.Node, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	a := &Server{n: n, cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
+	a := &Server{n: n, cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(),
+		events:      &eventSource{log: n.Log(), trees: atproto.NewTreePool(eventTrees)},
+		sockStreams: make(chan struct{}, min(cfg.MaxStreams, max(1, cfg.MaxConns-1))),
+		tcpStreams:  make(chan struct{}, cfg.MaxStreams)}
 	a.base, a.cancel = context.WithCancel(context.Background())
 	go func() {
 		select {
@@ -314,6 +341,15 @@ func (w *statusWriter) Flush() {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// Hijack hands the connection over (a subscribeRepos WebSocket).
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil {
+		w.status = http.StatusSwitchingProtocols
+	}
+	return c, rw, err
+}
+
 // requireToken checks the bearer token; on the socket a request without one passes
 // (the socket's file mode is its access control) but a wrong one does not.
 func requireToken(h http.Handler, token string, required bool) http.Handler {
@@ -404,6 +440,7 @@ func (a *Server) routes() {
 	a.route("/v1/members/{id}", handlers{http.MethodDelete: a.deleteMember})
 	a.route("/healthz", handlers{http.MethodGet: a.getHealth})
 	a.routeInvite() // POST /v1/join-window (api_invite.go)
+	a.routeXRPC()   // /xrpc/: an atproto chain's repository (xrpc.go, xrpc_stream.go)
 	metrics := promhttp.HandlerFor(a.n.Registry(), promhttp.HandlerOpts{})
 	a.routeQ("/metrics", handlers{http.MethodGet: metrics.ServeHTTP}, true)
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -47,3 +47,29 @@ func FuzzDecodeIntent(f *testing.F) {
 		}
 	})
 }
+
+// FuzzXRPCRecordParams: any query of getRecord either names a DID and a valid record
+// path, or is refused with a 400 InvalidRequest; never a panic, never a 5xx.
+func FuzzXRPCRecordParams(f *testing.F) {
+	f.Add("did=did:key:zDnaeqbhuakvLzWF6LaY8NkcJMp6rGwZSQp71QUKecMQ6bgC9&collection=app.bsky.feed.post&rkey=3k")
+	f.Add("did=x&collection=a..b&rkey=..")
+	f.Add("did=did:plc:a&collection=app.bsky.feed.post&rkey=3k&rkey=3j")
+	f.Add("did=%zz")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, rawQuery string) {
+		req := httptest.NewRequest(http.MethodGet, "/xrpc/com.atproto.sync.getRecord", nil)
+		req.URL.RawQuery = rawQuery
+		did, path, err := recordParams(req, "did")
+		if err != nil {
+			w := httptest.NewRecorder()
+			writeXRPCError(w, err)
+			if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), `"error":"InvalidRequest"`) {
+				t.Fatalf("refusal %v answered %d %s", err, w.Code, w.Body)
+			}
+			return
+		}
+		if !strings.HasPrefix(did, "did:") || !intentlog.ValidPath(path) {
+			t.Fatalf("accepted did %q path %q", did, path)
+		}
+	})
+}

@@ -199,6 +199,10 @@ func (g *connGuard) connState(c net.Conn, s http.ConnState) {
 	case http.StateIdle:
 		gc.idle, gc.active = true, false
 	case http.StateHijacked, http.StateClosed:
+		// A hijacked connection (a subscribeRepos stream) leaves the count: streams
+		// have their own cap and must not take the slots of requests. It is closed
+		// at once when its stream ends, with nothing to drain.
+		gc.active = false
 		delete(g.conns, gc)
 	}
 }

@@ -16,6 +16,13 @@
 //	ms, err := api.ServeMetrics(n, "127.0.0.1:9420", logger)
 //	defer ms.Close()
 //
+// On an atproto chain, /xrpc/ serves the repository as a PDS would (xrpc.go):
+// com.atproto.sync.getRecord (a CAR with the record's MST proof), repo.getRecord (JSON),
+// sync.getLatestCommit, sync.getRepo (a CAR) and sync.subscribeRepos (a WebSocket of
+// #commit frames, seq = the chain's seq; xrpc_stream.go says how streams are bounded).
+// Every replica answers the same bytes; errors carry XRPC's names (InvalidRequest,
+// RecordNotFound, RepoNotFound, ...).
+//
 // Errors are {"error": CODE, "message": text}; Code maps an error to its code and HTTP
 // status; the client returns *APIError, which unwraps to package node's sentinels
 // (node.ErrNotHolder, node.ErrNoQuorum, ...). Messages are cleaned by Message: no

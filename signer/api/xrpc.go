@@ -1,0 +1,267 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/bluesky-social/indigo/atproto/syntax"
+
+	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/signer/chain/atproto"
+	"github.com/batonhq/baton/signer/node"
+)
+
+// The XRPC endpoints of an atproto chain (com.atproto.sync.* and
+// com.atproto.repo.getRecord): what a client of atproto asks a PDS, answered from this
+// replica's applied repository. Every replica answers the same bytes. They sit behind
+// the same listeners, token check and limits as /v1. Errors follow XRPC's shape
+// ({"error": <Name>, "message"}), with atproto's names.
+
+// XRPC error names.
+const (
+	XRPCInvalidRequest  = "InvalidRequest"
+	XRPCRecordNotFound  = "RecordNotFound"
+	XRPCRepoNotFound    = "RepoNotFound"
+	XRPCNotImplemented  = "MethodNotImplemented"
+	XRPCInternal        = "InternalServerError"
+	XRPCFutureCursor    = "FutureCursor"
+	XRPCConsumerTooSlow = "ConsumerTooSlow"
+	XRPCTooManyStreams  = "TooManyStreams"
+)
+
+// xrpcError is an XRPC error answer.
+type xrpcError struct {
+	status int
+	name   string
+	msg    string
+}
+
+func (e *xrpcError) Error() string { return e.name + ": " + e.msg }
+
+func xerr(status int, name, format string, args ...any) *xrpcError {
+	return &xrpcError{status: status, name: name, msg: fmt.Sprintf(format, args...)}
+}
+
+func writeXRPCError(w http.ResponseWriter, err error) {
+	var xe *xrpcError
+	switch {
+	case errors.As(err, &xe):
+	case errors.Is(err, node.ErrBadRequest):
+		xe = xerr(http.StatusBadRequest, XRPCInvalidRequest, "%s", Message(err))
+	default:
+		code, status := Code(err)
+		if status < 500 {
+			xe = xerr(status, XRPCInvalidRequest, "%s", Message(err))
+		} else {
+			xe = xerr(status, XRPCInternal, "%s: %s", code, Message(err))
+		}
+	}
+	writeJSON(w, xe.status, errorJSON{Error: xe.name, Message: xe.msg})
+}
+
+func (a *Server) routeXRPC() {
+	x := func(name string, h http.HandlerFunc) {
+		a.routeQ("/xrpc/"+name, handlers{http.MethodGet: h}, true)
+	}
+	x("com.atproto.sync.getRecord", a.syncGetRecord)
+	x("com.atproto.repo.getRecord", a.repoGetRecord)
+	x("com.atproto.sync.getLatestCommit", a.getLatestCommit)
+	x("com.atproto.sync.getRepo", a.getRepo)
+	x("com.atproto.sync.subscribeRepos", a.subscribeRepos) // xrpc_stream.go
+	a.mux.HandleFunc("/xrpc/{method}", func(w http.ResponseWriter, r *http.Request) {
+		writeXRPCError(w, xerr(http.StatusNotImplemented, XRPCNotImplemented, "%s is not served here", r.PathValue("method")))
+	})
+}
+
+// errNotAtproto answers every XRPC method on a chain of baton's own format.
+var errNotAtproto = xerr(http.StatusBadRequest, XRPCRepoNotFound,
+	"this chain's commits are in baton's own format, not atproto's: it has no atproto repository")
+
+// readRepo calls fn with the applied repository (in one read transaction), or answers
+// RepoNotFound: not an atproto chain, no commit yet, or did given and not the
+// repository's.
+func (a *Server) readRepo(did string, fn func(bs atproto.Blocks, h atproto.Head) error) error {
+	log := a.n.Log()
+	if log.View().ChainFormat() != intentlog.CommitFormatAtproto {
+		return errNotAtproto
+	}
+	return log.ReadFormat(func(st intentlog.FormatStore) error {
+		h, err := atproto.DecodeHead(st.Head())
+		switch {
+		case err != nil:
+			return err
+		case h.Commit == nil:
+			return xerr(http.StatusBadRequest, XRPCRepoNotFound, "the repository has no commit yet")
+		case did != "" && did != h.DID:
+			return xerr(http.StatusBadRequest, XRPCRepoNotFound, "this chain's repository is %s, not %s", h.DID, did)
+		}
+		return fn(formatBlocks{st}, h)
+	})
+}
+
+// formatBlocks reads a repository's blocks from the format state.
+type formatBlocks struct{ st intentlog.FormatStore }
+
+func (b formatBlocks) Get(cid []byte) ([]byte, error) { return b.st.Block(cid), nil }
+
+// recordParams reads did (or repo, for repo.getRecord), collection and rkey.
+func recordParams(r *http.Request, repoKey string, extra ...string) (did, path string, err error) {
+	q, err := query(r, append([]string{repoKey, "collection", "rkey"}, extra...)...)
+	if err != nil {
+		return "", "", err
+	}
+	did, coll, rkey := q.Get(repoKey), q.Get("collection"), q.Get("rkey")
+	if did == "" || coll == "" || rkey == "" {
+		return "", "", xerr(http.StatusBadRequest, XRPCInvalidRequest, "%s, collection and rkey are required", repoKey)
+	}
+	if _, err := syntax.ParseDID(did); err != nil {
+		return "", "", xerr(http.StatusBadRequest, XRPCInvalidRequest, "%s: %v (a DID: handles are not resolved here)", repoKey, err)
+	}
+	path = coll + "/" + rkey
+	if _, _, err := syntax.ParseRepoPath(path); err != nil {
+		return "", "", xerr(http.StatusBadRequest, XRPCInvalidRequest, "collection/rkey: %v", err)
+	}
+	return did, path, nil
+}
+
+// syncGetRecord answers com.atproto.sync.getRecord: a CAR rooted at the head commit
+// with the commit block, the MST nodes from the root to the record's key and the
+// record: a proof of the record against the signed commit. An absent record is
+// RecordNotFound.
+func (a *Server) syncGetRecord(w http.ResponseWriter, r *http.Request) {
+	did, path, err := recordParams(r, "did")
+	if err != nil {
+		writeXRPCError(w, err)
+		return
+	}
+	var car bytes.Buffer
+	err = a.readRepo(did, func(bs atproto.Blocks, h atproto.Head) error {
+		bl, cid, err := atproto.RecordProof(bs, h, path)
+		if err != nil {
+			return err
+		}
+		if cid == nil {
+			return xerr(http.StatusBadRequest, XRPCRecordNotFound, "no record at %s", path)
+		}
+		return atproto.WriteCAR(&car, h.Commit, bl)
+	})
+	if err != nil {
+		writeXRPCError(w, err)
+		return
+	}
+	writeCAR(w, car.Bytes())
+}
+
+func writeCAR(w http.ResponseWriter, car []byte) {
+	w.Header().Set("Content-Type", "application/vnd.ipld.car")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(car)
+}
+
+// repoGetRecordOutput is com.atproto.repo.getRecord's answer.
+type repoGetRecordOutput struct {
+	URI   string          `json:"uri"`
+	CID   string          `json:"cid"`
+	Value json.RawMessage `json:"value"`
+}
+
+// repoGetRecord answers com.atproto.repo.getRecord: the record as JSON (atproto's
+// data model: $link, $bytes) with its at:// URI and CID. The optional cid parameter
+// asks for that version: only the current one is kept, another is RecordNotFound.
+func (a *Server) repoGetRecord(w http.ResponseWriter, r *http.Request) {
+	did, path, err := recordParams(r, "repo", "cid")
+	if err != nil {
+		writeXRPCError(w, err)
+		return
+	}
+	want := r.URL.Query().Get("cid")
+	var out repoGetRecordOutput
+	err = a.readRepo(did, func(bs atproto.Blocks, h atproto.Head) error {
+		rec, cid, err := atproto.GetRecord(bs, h, path)
+		if err != nil {
+			return err
+		}
+		if rec == nil {
+			return xerr(http.StatusBadRequest, XRPCRecordNotFound, "no record at %s", path)
+		}
+		if out.CID, err = atproto.CIDString(cid); err != nil {
+			return err
+		}
+		if want != "" && want != out.CID {
+			return xerr(http.StatusBadRequest, XRPCRecordNotFound, "the record at %s is %s, not %s (only the current version is kept)", path, out.CID, want)
+		}
+		out.URI = "at://" + h.DID + "/" + path
+		out.Value, err = atproto.RecordJSON(rec)
+		return err
+	})
+	if err != nil {
+		writeXRPCError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// getLatestCommit answers com.atproto.sync.getLatestCommit: the head commit's CID and
+// rev.
+func (a *Server) getLatestCommit(w http.ResponseWriter, r *http.Request) {
+	q, err := query(r, "did")
+	if err != nil {
+		writeXRPCError(w, err)
+		return
+	}
+	if q.Get("did") == "" {
+		writeXRPCError(w, xerr(http.StatusBadRequest, XRPCInvalidRequest, "did is required"))
+		return
+	}
+	var out struct {
+		CID string `json:"cid"`
+		Rev string `json:"rev"`
+	}
+	err = a.readRepo(q.Get("did"), func(_ atproto.Blocks, h atproto.Head) error {
+		out.Rev = h.Rev
+		var err error
+		out.CID, err = atproto.CIDString(h.Commit)
+		return err
+	})
+	if err != nil {
+		writeXRPCError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// getRepo answers com.atproto.sync.getRepo: the whole repository at the head as a CAR
+// (what `baton export --car` writes). since (a diff) is not supported.
+func (a *Server) getRepo(w http.ResponseWriter, r *http.Request) {
+	q, err := query(r, "did", "since")
+	if err != nil {
+		writeXRPCError(w, err)
+		return
+	}
+	switch {
+	case q.Get("did") == "":
+		err = xerr(http.StatusBadRequest, XRPCInvalidRequest, "did is required")
+	case q.Has("since"):
+		err = xerr(http.StatusBadRequest, XRPCInvalidRequest, "since is not supported: ask for the whole repository")
+	}
+	if err != nil {
+		writeXRPCError(w, err)
+		return
+	}
+	var car bytes.Buffer
+	err = a.readRepo(q.Get("did"), func(bs atproto.Blocks, h atproto.Head) error {
+		bl, err := atproto.RepoBlocks(bs, h)
+		if err != nil {
+			return err
+		}
+		return atproto.WriteCAR(&car, h.Commit, bl)
+	})
+	if err != nil {
+		writeXRPCError(w, err)
+		return
+	}
+	writeCAR(w, car.Bytes())
+}
