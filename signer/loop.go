@@ -223,6 +223,10 @@ type LoopStats struct {
 	SignedRefused uint64
 	Bumps         uint64
 	Reproposed    uint64
+	// SettledLocally counts refusals whose head was at or past the commit's seq,
+	// settled from the local chain instead of believed (refused.go, settleLocally):
+	// the answers to resent copies of commits that applied, among others.
+	SettledLocally uint64
 	// Queued and InFlight are the submissions waiting at this holder and the
 	// commits it has proposed and not yet seen applied locally, at the last step.
 	Queued   int

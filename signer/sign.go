@@ -572,6 +572,7 @@ func (l *Loop) collect(s *signer) {
 		case l.settleLocally(c, res):
 			// Maybe a second copy of a commit that applied: the local chain decides.
 			// A fence answer still ends signing under that epoch.
+			l.count(func(st *LoopStats) { st.SettledLocally++ })
 			l.log.Info("commit refused at or below the head: settling it from the local chain", "seq", c.seq,
 				"epoch", c.epoch, "reason", res.Reason, "head_seq", res.Head.Seq)
 			if res.Reason == intentlog.ReasonEpochMismatch || res.Reason == intentlog.ReasonNotHolder {
