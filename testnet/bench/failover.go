@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/signer/chain"
 	"github.com/batonhq/baton/signer/node"
 	"github.com/batonhq/baton/testnet"
@@ -84,45 +85,103 @@ func firstCommitAfter(ctx context.Context, obs *testnet.Device, epoch uint64, no
 // crashRound kills the holder (arranged to be or not be the Raft leader) and times
 // its kill to the first commit by a new holder observed on a survivor, then restarts
 // the killed device and waits until it has caught up.
-func crashRound(ctx context.Context, c *testnet.Cluster, leader bool) (time.Duration, error) {
+func crashRound(ctx context.Context, c *testnet.Cluster, leader bool) (time.Duration, string, error) {
 	h, err := arrange(ctx, c, leader)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	// Let the new tenure settle (its first renewal) so every round starts alike.
 	if err := waitCommitBy(ctx, h); err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	// Die at a uniformly random point of the renewal cycle (renewals come every
 	// half TTL or so), not right after the tenure began.
 	if err := sleepCtx(ctx, time.Duration(rng.Int64N(int64(c.TTL())))); err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	n := h.Node()
 	if n == nil || !n.Holds() {
-		return 0, errors.New("holder lost the lease while idle")
+		return 0, "", errors.New("holder lost the lease while idle")
 	}
 	obs := c.Devices()[(h.Index+1)%3]
 	epoch := n.Lease().Epoch()
 	id := n.ID()
+	rec := obs.Node().Log().View().Lease
 	start := time.Now()
 	if err := c.Kill(h); err != nil {
-		return 0, fmt.Errorf("kill: %w", err)
+		return 0, "", fmt.Errorf("kill: %w", err)
 	}
+	stop := make(chan struct{})
+	seen := watchFailover(obs, id, rec, start, stop)
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	el, _, err := firstCommitAfter(rctx, obs, epoch, id, start)
 	cancel()
+	close(stop)
+	tr := <-seen
 	if err != nil {
-		return 0, err
+		return 0, "", err
+	}
+	note := ""
+	if el > c.TTL() {
+		note = fmt.Sprintf("a crash round (holder led Raft: %v) took %v: on the observer, a Raft leader other than the holder at %v, "+
+			"the dead holder's record changed (its last renewal applied) at %v, the claim applied at %v",
+			leader, el.Round(time.Millisecond), fmtAt(tr.leader), fmtAt(tr.renewed), fmtAt(tr.claimed))
 	}
 	if err := c.Restart(ctx, h); err != nil {
-		return el, err
+		return el, note, err
 	}
 	target := obs.Node().Log().View().AppliedIndex
 	if err := h.Node().Log().WaitApplied(ctx, target); err != nil {
-		return el, fmt.Errorf("restarted device catching up: %w", err)
+		return el, note, fmt.Errorf("restarted device catching up: %w", err)
 	}
-	return el, nil
+	return el, note, nil
+}
+
+// foTrace is what an observer saw after a kill, as times since the kill (0: not seen).
+type foTrace struct{ leader, renewed, claimed time.Duration }
+
+func fmtAt(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// watchFailover polls device obs every 2 ms until stop (a diagnostic beside the
+// measurement, not part of it): when it first sees a Raft leader other than the dead
+// device gone, the lease record rec changed at the same epoch (gone's renewal, in
+// flight at the kill, committed by the next leader), and a record at a later epoch.
+func watchFailover(obs *testnet.Device, gone string, rec intentlog.Lease, start time.Time, stop <-chan struct{}) <-chan foTrace {
+	out := make(chan foTrace, 1)
+	go func() {
+		var tr foTrace
+		defer func() { out <- tr }()
+		t := time.NewTicker(2 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			n := obs.Node()
+			if n == nil {
+				continue
+			}
+			at := time.Since(start)
+			if _, l := n.Log().Leader(); tr.leader == 0 && l != "" && string(l) != gone {
+				tr.leader = at
+			}
+			v := n.Log().View().Lease
+			if tr.renewed == 0 && v.Epoch == rec.Epoch && v.Rev != rec.Rev {
+				tr.renewed = at
+			}
+			if tr.claimed == 0 && v.Epoch > rec.Epoch {
+				tr.claimed = at
+			}
+		}
+	}()
+	return out
 }
 
 // waitCommitBy makes sure device h holds and has signed under its current epoch.
@@ -186,7 +245,10 @@ func runFailover(ctx context.Context, o Options, c *testnet.Cluster, r *Report) 
 	}()
 	for i := range o.Rounds {
 		for _, leader := range []bool{false, true} {
-			d, err := crashRound(ctx, c, leader)
+			d, note, err := crashRound(ctx, c, leader)
+			if note != "" {
+				fo.Notes = append(fo.Notes, fmt.Sprintf("round %d: %s", i, note))
+			}
 			if err != nil {
 				return fmt.Errorf("crash round %d (leader %v): %w", i, leader, err)
 			}
