@@ -46,7 +46,6 @@ type FSM struct {
 	restores atomic.Uint64 // snapshots restored since open (observability, tests)
 	who      uintptr       // this replica's number in the latency trace (stages.go)
 	pre      *preverifier  // commits' verification ahead of the apply (preverify.go)
-	stored   *storeTimes   // the Log's store times (nil: none), forgotten by Restore
 
 	fault    atomic.Pointer[FaultError] // nil when healthy
 	haltCh   chan struct{}              // closed when the FSM first halts

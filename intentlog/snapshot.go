@@ -179,11 +179,6 @@ func SnapshotAppliedIndex(r io.Reader) (uint64, error) {
 // dump validated, so a bad snapshot returns an error and the old state is kept.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	// The restored state's records come from entries this replica may never have
-	// stored, or stored as other entries since replaced: no store time may vouch for
-	// them (Log.StoredAt). Forgotten before the state changes, so that no reader sees
-	// the new state with an old time.
-	f.stored.clear()
 	tmp := f.path + ".restore"
 	if err := removeIfExists(tmp); err != nil {
 		return fmt.Errorf("restore: %w", err)
