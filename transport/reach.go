@@ -84,6 +84,9 @@ func (h *Host) startProbe(p peer.ID) {
 	}
 	if st.inflight {
 		h.reach.mu.Unlock()
+		// A ping into a dead connection can hang beyond its deadline (the stream
+		// open waits behind a full send buffer): judge the silence here too.
+		h.closeIfSilent(p)
 		return
 	}
 	// Raft traffic within the last interval (leader and followers exchange
@@ -108,6 +111,9 @@ func (h *Host) startProbe(p peer.ID) {
 	go func() {
 		defer h.wg.Done()
 		rtt, err := h.probe(p)
+		if err != nil {
+			h.closeIfSilent(p)
+		}
 		path, relay := h.pathTo(p)
 		now := time.Now()
 		h.reach.mu.Lock()
@@ -138,7 +144,16 @@ func (h *Host) probe(p peer.ID) (time.Duration, error) {
 			return 0, err
 		}
 	}
-	res := <-ping.Ping(ctx, h.h, p)
+	// libp2p's Ping closes its channel without a result when ctx ends first: the
+	// zero Result read from it would count as an answer (RTT 0), and a dead
+	// connection would look alive to every probe.
+	res, answered := <-ping.Ping(ctx, h.h, p)
+	if !answered {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		return 0, errors.New("ping: no answer")
+	}
 	if res.Error != nil {
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
@@ -147,6 +162,38 @@ func (h *Host) probe(p peer.ID) (time.Duration, error) {
 	}
 	h.touch(p)
 	return res.RTT, nil
+}
+
+// silentAfter is how long a connected member may stay silent (no probe answered,
+// no message received, on connections older than that) before closeIfSilent closes
+// its connections.
+func (h *Host) silentAfter() time.Duration { return max(5*h.cfg.ProbeInterval, 5*time.Second) }
+
+// closeIfSilent closes p's connections when p is connected but nothing came back
+// over them for silentAfter: the connection is dead without either end being told
+// (a laptop that moved to another network, a NAT that forgot the mapping, a relay
+// gone without a reset), and libp2p would keep it for the 30 s of yamux's keepalive
+// and more (TCP's retransmissions, minutes) while every probe pings into it instead
+// of dialling again. The next probe dials p afresh (its new address, or a relay).
+func (h *Host) closeIfSilent(p peer.ID) {
+	conns := h.h.Network().ConnsToPeer(p)
+	if len(conns) == 0 {
+		return
+	}
+	latest := h.lastSeen(p)
+	if st := h.probeOf(p); st.lastOK.After(latest) {
+		latest = st.lastOK
+	}
+	for _, c := range conns {
+		if o := c.Stat().Opened; o.After(latest) {
+			latest = o
+		}
+	}
+	if silent := time.Since(latest); silent >= h.silentAfter() {
+		h.log.Info("closing a silent connection to a member (it will be dialled again)", "peer", p,
+			"silent", silent.Round(time.Millisecond), "conns", len(conns))
+		_ = h.h.Network().ClosePeer(p)
+	}
 }
 
 // pathTo reports how p is connected now: direct when any connection is, relayed
