@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/internal/wait"
 	"github.com/batonhq/baton/signer/node"
 )
 
@@ -142,10 +143,17 @@ var natModes = []string{"", "", "fully-random"}
 
 // startNATCluster starts a ProcCluster in n: slot 0 the public member (pub), slot i
 // the device behind r<i>, listening on every interface as a laptop does (its
-// address may change). Every device joins through an invite of the public member.
-func startNATCluster(t *testing.T, ctx context.Context, n *natNet, nodes int) *ProcCluster {
+// address may change). A device joins with an invite of the public member, or of
+// the member inviteFrom names (nil: the public member).
+func startNATCluster(t *testing.T, ctx context.Context, n *natNet, nodes int, inviteFrom func(int) int,
+	beforeInvite func(context.Context, *ProcCluster, *Device, *Device) error) *ProcCluster {
 	t.Helper()
 	bin := buildBaton(t)
+	var pc *ProcCluster
+	var hook func(context.Context, *Device, *Device) error
+	if beforeInvite != nil {
+		hook = func(ctx context.Context, inviter, joiner *Device) error { return beforeInvite(ctx, pc, inviter, joiner) }
+	}
 	pc, err := NewProcCluster(ProcsConfig{Bin: bin, Nodes: nodes, TTL: time.Second, Tick: 100 * time.Millisecond,
 		Dir: t.TempDir(),
 		Listen: func(i int) string {
@@ -154,6 +162,8 @@ func startNATCluster(t *testing.T, ctx context.Context, n *natNet, nodes int) *P
 			}
 			return "/ip4/0.0.0.0/tcp/7420"
 		},
+		InviteFrom:   inviteFrom,
+		BeforeInvite: hook,
 		Exec: func(i int) []string {
 			ns := "pub"
 			if i > 0 {
@@ -172,7 +182,7 @@ func startNATCluster(t *testing.T, ctx context.Context, n *natNet, nodes int) *P
 		_ = pc.Close()
 	})
 	if err := pc.Start(ctx); err != nil {
-		t.Fatalf("start (the NAT'd devices join through the public member): %v", err)
+		t.Fatalf("start (the NAT'd devices join): %v", err)
 	}
 	return pc
 }
@@ -279,8 +289,26 @@ func TestProcsNAT(t *testing.T) {
 	n := natNamespaces(t, natModes...)
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
-	pc := startNATCluster(t, ctx, n, 4)
-	t.Logf("started and joined after %v (load %s)", time.Since(began).Round(time.Second), loadAvg())
+	// h3 joins with an invite of h1, a member behind a NAT: through the public member
+	// as a relay, which relays it to h1 during h1's join window.
+	pc := startNATCluster(t, ctx, n, 4, func(i int) int {
+		if i == 3 {
+			return 1
+		}
+		return 0
+	}, func(ctx context.Context, pc *ProcCluster, inviter, joiner *Device) error {
+		if joiner.Index != 3 {
+			return nil
+		}
+		// The public member's own join window (its invites of h1 and h2) would admit
+		// h3 by itself: replace it by one that closes at once, and wait it out.
+		until := time.Now().Add(time.Second)
+		if _, err := pc.Client(pc.Devices()[0]).AllowJoin(ctx, make([]byte, 32), until); err != nil {
+			return err
+		}
+		return wait.Until(ctx, "the public member's join window to close", func() bool { return time.Now().After(until) })
+	})
+	t.Logf("started and joined (h3 invited by h1, behind a NAT) after %v (load %s)", time.Since(began).Round(time.Second), loadAvg())
 	ds := pc.Devices()
 	pub, h1, h2, h3 := ds[0], ds[1], ds[2], ds[3]
 	joined := time.Now()
@@ -377,7 +405,7 @@ func TestProcsNATRelayCut(t *testing.T) {
 	n := natNamespaces(t, natModes...)
 	ctx, cancel := context.WithTimeout(context.Background(), 170*time.Second)
 	defer cancel()
-	pc := startNATCluster(t, ctx, n, 4)
+	pc := startNATCluster(t, ctx, n, 4, nil, nil)
 	ds := pc.Devices()
 	pub, h1, h2, h3 := ds[0], ds[1], ds[2], ds[3]
 	if err := natPaths(ctx, pc, "every pair reaches each other", nil); err != nil {

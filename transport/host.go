@@ -218,6 +218,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	h.Network().Notify(&network.NotifyBundle{DisconnectedF: func(_ network.Network, c network.Conn) {
 		hst.forgetReservation(c.RemotePeer(), c)
 	}})
+	h.SetStreamHandler(RelayWindowProtocol, hst.handleRelayWindow)
 	// The ping protocol answers reach.go's probes (to peers the gater admits).
 	ping.NewPingService(h)
 	hst.wg.Add(4)
@@ -478,17 +479,25 @@ func (h *Host) ConnectMembers(ctx context.Context) {
 // `until` (a retry after a lost answer). While a join is in progress other devices
 // are refused too. A later call (AllowJoin, AllowJoins, CloseJoin) replaces the
 // window.
-func (h *Host) AllowJoin(token []byte, until time.Time) { h.gater.openJoin(token, until, 1) }
+func (h *Host) AllowJoin(token []byte, until time.Time) { h.AllowJoins(token, until, 1) }
 
 // AllowJoins is AllowJoin for up to n devices (n < 1 counts as 1): each successful
 // join spends one use. For provisioning several devices at once; prefer one window
 // per device.
+//
+// The members this device reaches directly are told (within the dial timeout) to
+// relay devices that are not members to it until `until`, so that a device invited
+// by a member behind a NAT joins through them (relaywindow.go).
 func (h *Host) AllowJoins(token []byte, until time.Time, n int) {
 	h.gater.openJoin(token, until, n)
+	h.announceJoinWindow(until)
 }
 
 // CloseJoin closes the join window at once.
-func (h *Host) CloseJoin() { h.gater.closeJoin() }
+func (h *Host) CloseJoin() {
+	h.gater.closeJoin()
+	h.announceJoinWindow(time.Time{})
+}
 
 // AllowPeer admits p (and remembers its addresses for the session) without making it
 // a member: a joining device allows the members it was given so they can reach it.

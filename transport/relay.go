@@ -34,13 +34,15 @@ func memberRelayResources() relay.Resources {
 }
 
 // memberACL admits reservations from members only, and relays a connection only
-// to a member (the destination's gater then decides, as for a direct connection:
-// a device joining through a relay reaches the inviting member's join window).
+// to a member: from a member, or from a device that is not one to a member whose
+// join window is open (it told this relay so: relaywindow.go). The destination's
+// gater then decides, as for a direct connection.
 type memberACL struct{ g *gater }
 
 func (a memberACL) AllowReserve(p peer.ID, _ ma.Multiaddr) bool { return a.g.isMember(p) }
 func (a memberACL) AllowConnect(src peer.ID, _ ma.Multiaddr, dest peer.ID) bool {
-	return a.g.isMember(dest) && !a.g.isBlocked(src)
+	return a.g.isMember(dest) && !a.g.isBlocked(src) &&
+		(a.g.isMember(src) || a.g.relayWins.openFor(dest, a.g.now()))
 }
 
 // startRelay runs the member relay service on h.
