@@ -152,7 +152,9 @@ func startNATCluster(t *testing.T, ctx context.Context, n *natNet, nodes int, in
 	var pc *ProcCluster
 	var hook func(context.Context, *Device, *Device) error
 	if beforeInvite != nil {
-		hook = func(ctx context.Context, inviter, joiner *Device) error { return beforeInvite(ctx, pc, inviter, joiner) }
+		hook = func(ctx context.Context, inviter, joiner *Device) error {
+			return beforeInvite(ctx, pc, inviter, joiner)
+		}
 	}
 	pc, err := NewProcCluster(ProcsConfig{Bin: bin, Nodes: nodes, TTL: time.Second, Tick: 100 * time.Millisecond,
 		Dir: t.TempDir(),

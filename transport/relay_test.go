@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
 )
 
 // Two members that cannot dial each other (each publishes only an address nobody
@@ -65,5 +66,71 @@ func TestRelayedMembers(t *testing.T) {
 	waitApplied(t, tc.nodes, big)
 	if !relayed(b, c) {
 		t.Fatal("b and c no longer relayed (a direct connection appeared)")
+	}
+}
+
+// A device that is not a member reaches a member behind a NAT through a relay member
+// only while that member's join window is open (it tells its relays when it opens
+// and closes), and only that member: the relay refuses it otherwise, and refuses it
+// a circuit to any other member (before: always refused, so an invite from a member
+// behind a NAT could not be used).
+func TestRelayWindow(t *testing.T) {
+	psk, _ := GeneratePSK()
+	a := newNode(t, psk)
+	if err := a.cluster.Bootstrap(); err != nil {
+		t.Fatal(err)
+	}
+	tc := &testCluster{t: t, psk: psk, nodes: []*node{a}}
+	tc.leader(tc.nodes)
+	token := []byte("join-token-relay")
+	a.host.AllowJoins(token, time.Now().Add(time.Minute), 2)
+	natd := func(n *node) { n.advertise = []string{"/ip4/127.0.0.1/tcp/1"} } // nobody listens there
+	b, c := newNodeWith(t, psk, natd), newNodeWith(t, psk, natd)
+	for _, n := range []*node{b, c} {
+		if err := n.cluster.Join(ctxTimeout(t, patient), []peer.AddrInfo{a.info()}, token, false); err != nil {
+			t.Fatalf("join: %v", err)
+		}
+		tc.nodes = append(tc.nodes, n)
+	}
+	a.host.CloseJoin() // a's own window would admit anyone with the key
+	waitFor(t, 30*time.Second, "b and c hold reservations on a", func() bool {
+		return len(b.host.Relays()) == 1 && len(c.host.Relays()) == 1
+	})
+	var aTCP ma.Multiaddr
+	for _, la := range a.host.h.Network().ListenAddresses() {
+		if _, err := la.ValueForProtocol(ma.P_TCP); err == nil {
+			aTCP = la
+		}
+	}
+	via := func(to *node) peer.AddrInfo {
+		circuit := ma.StringCast("/p2p/" + a.id().String() + "/p2p-circuit")
+		return peer.AddrInfo{ID: to.id(), Addrs: []ma.Multiaddr{aTCP.Encapsulate(circuit)}}
+	}
+	d := newTestHost(t, t.TempDir(), psk, "/ip4/127.0.0.1/tcp/0")
+	t.Cleanup(func() { _ = d.Close() })
+	connect := func(to *node) error {
+		_ = d.h.Network().ClosePeer(a.id())
+		return d.Connect(ctxTimeout(t, 3*time.Second), via(to))
+	}
+	if err := connect(b); err == nil {
+		t.Fatal("a relayed a device that is not a member to b with no join window open")
+	}
+	b.host.AllowJoin([]byte("join-token-b-window"), time.Now().Add(time.Minute))
+	if !a.host.gater.relayWins.openFor(b.id(), time.Now()) {
+		t.Fatal("a did not hear of b's join window")
+	}
+	if err := connect(b); err != nil {
+		t.Fatalf("through a to b during b's join window: %v", err)
+	}
+	if err := connect(c); err == nil {
+		t.Fatal("a relayed a device that is not a member to c, whose window is closed")
+	}
+	b.host.CloseJoin()
+	if a.host.gater.relayWins.openFor(b.id(), time.Now()) {
+		t.Fatal("b's window still open at a after b closed it")
+	}
+	_ = d.h.Network().ClosePeer(b.id())
+	if err := connect(b); err == nil {
+		t.Fatal("a relayed a device that is not a member to b after b closed its window")
 	}
 }
