@@ -62,6 +62,46 @@ func (n *natNet) established(ns, ip string) bool {
 	return err == nil && strings.TrimSpace(string(out)) != ""
 }
 
+// meterPub counts the bytes the public member's network stack exchanges with each
+// of the first k routers' public addresses (11.0.0.1<i>), from now; the returned
+// function reads them (in+out per router).
+func (n *natNet) meterPub(k int) func() []int64 {
+	n.t.Helper()
+	rules := "table ip bytesmeter {\n  chain in { type filter hook input priority 0;\n"
+	for i := 1; i <= k; i++ {
+		rules += fmt.Sprintf("    ip saddr 11.0.0.1%d counter\n", i)
+	}
+	rules += "  }\n  chain out { type filter hook output priority 0;\n"
+	for i := 1; i <= k; i++ {
+		rules += fmt.Sprintf("    ip daddr 11.0.0.1%d counter\n", i)
+	}
+	rules += "  }\n}\n"
+	f := n.t.TempDir() + "/meter"
+	if err := os.WriteFile(f, []byte(rules), 0o600); err != nil {
+		n.t.Fatal(err)
+	}
+	n.in("pub", "nft", "-f", f)
+	return func() []int64 {
+		out, err := exec.Command("ip", "netns", "exec", n.ns("pub"), "nft", "list", "table", "ip", "bytesmeter").CombinedOutput()
+		if err != nil {
+			n.t.Fatalf("nft list: %v: %s", err, out)
+		}
+		got := make([]int64, k)
+		for _, l := range strings.Split(string(out), "\n") {
+			var dir, ip string
+			var pk, by int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(l), "ip %s %s counter packets %d bytes %d", &dir, &ip, &pk, &by); err != nil {
+				continue
+			}
+			var i int
+			if _, err := fmt.Sscanf(ip, "11.0.0.1%d", &i); err == nil && i >= 1 && i <= k {
+				got[i-1] += by
+			}
+		}
+		return got
+	}
+}
+
 // natNamespaces builds the topology or skips the test saying why it cannot.
 func natNamespaces(t *testing.T, modes ...string) *natNet {
 	t.Helper()
@@ -329,6 +369,21 @@ func TestProcsNAT(t *testing.T) {
 				pair[0].Name, pair[1].Name, p.Path, p.Relay, pub.ID())
 		}
 	}
+
+	// At rest: what the public member's network stack carries to and from each NAT'd
+	// device (its own Raft and probe traffic with it, plus the circuits it relays
+	// for h3), over 20 s, scaled to an hour. A figure for docs/BENCHMARKS.md.
+	rest := n.meterPub(3)
+	restStart := time.Now()
+	if err := wait.Until(ctx, "20 s at rest", func() bool { return time.Since(restStart) >= 20*time.Second }); err != nil {
+		t.Fatal(err)
+	}
+	perHour := func(b int64) string {
+		return fmt.Sprintf("%.1f MB/h", float64(b)*float64(time.Hour)/float64(time.Since(restStart))/1e6)
+	}
+	got := rest()
+	t.Logf("at rest, through the public member's stack (in+out) per NAT'd device over %v: h1 %s, h2 %s, h3 (relayed to h1, h2) %s (load %s)",
+		time.Since(restStart).Round(time.Second), perHour(got[0]), perHour(got[1]), perHour(got[2]), loadAvg())
 
 	load, err := StartLoad(ctx, LoadConfig{Targets: pc.LoadTargets(), Rate: 20, Max: 800, Retries: 2})
 	if err != nil {
