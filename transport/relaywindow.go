@@ -131,10 +131,10 @@ func (h *Host) announceJoinWindow(until time.Time) {
 }
 
 // InviteAddrs are the addresses an invite from this device carries: its published
-// ones (P2PAddrs: direct, and through the relays it holds a reservation on) and,
-// for a device behind a NAT, through every member it reaches directly that has a
-// public address (its reservation there may still be on its way: the joiner retries
-// until it is).
+// ones (P2PAddrs: direct, and through the relays it holds a reservation on) and
+// through every member it reaches directly that has a public address, the way in to
+// a device behind a NAT (its reservation there may still be on its way: the joiner
+// retries until it is; a device others can dial is reached directly first).
 func (h *Host) InviteAddrs() []ma.Multiaddr {
 	out := h.P2PAddrs()
 	seen := map[string]bool{}
