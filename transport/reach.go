@@ -40,6 +40,9 @@ type probeState struct {
 	path      Path          // the path at the last probe
 	relay     peer.ID       // the relay of a relayed path
 	pathSince time.Time     // when path (or being unanswered) began
+	// pingStart: when the running (or last) ping began; failingSince: when the
+	// first of the pings failing in a row began (zero after an answer).
+	pingStart, failingSince time.Time
 }
 
 // reach probes every member in the address book once per ProbeInterval: it redials
@@ -105,7 +108,7 @@ func (h *Host) startProbe(p peer.ID) {
 			return
 		}
 	}
-	st.inflight = true
+	st.inflight, st.pingStart = true, now
 	h.reach.mu.Unlock()
 	h.wg.Add(1)
 	go func() {
@@ -124,11 +127,15 @@ func (h *Host) startProbe(p peer.ID) {
 				st.pathSince = now
 			}
 			st.ok, st.lastOK, st.rtt, st.rttAt, st.err = true, now, rtt, now, ""
+			st.failingSince = time.Time{}
 		} else {
 			if st.ok || !st.probed {
 				st.pathSince = now
 			}
 			st.ok, st.err = false, probeError(err)
+			if st.failingSince.IsZero() {
+				st.failingSince = st.pingStart
+			}
 		}
 		st.probed, st.path, st.relay = true, path, relay
 	}()
@@ -193,6 +200,50 @@ func (h *Host) closeIfSilent(p peer.ID) {
 		h.log.Info("closing a silent connection to a member (it will be dialled again)", "peer", p,
 			"silent", silent.Round(time.Millisecond), "conns", len(conns))
 		_ = h.h.Network().ClosePeer(p)
+		return
+	}
+	h.closeDeadDirect(p, conns)
+}
+
+// closeDeadDirect closes p's direct connections when p is heard from (Raft over a
+// relayed connection) but its pings have gone unanswered for silentAfter since the
+// newest direct connection opened: libp2p opens streams, pings included, on a
+// direct connection when there is one, so that one is dead (a hole-punched
+// connection whose NAT mapping went away) and every new stream would go into it
+// until yamux's keepalive. The relayed connections stay; the next probe goes over
+// them. (Being heard from also skips most pings, so lastOK does not tell.)
+func (h *Host) closeDeadDirect(p peer.ID, conns []network.Conn) {
+	st := h.probeOf(p)
+	var latest time.Time
+	switch {
+	case !st.failingSince.IsZero():
+		latest = st.failingSince
+	case st.inflight:
+		latest = st.pingStart
+	default:
+		return
+	}
+	var direct []network.Conn
+	others := 0
+	for _, c := range conns {
+		if _, relayed := relayOf(c.RemoteMultiaddr()); relayed || c.Stat().Limited {
+			others++
+			continue
+		}
+		direct = append(direct, c)
+		if o := c.Stat().Opened; o.After(latest) {
+			latest = o
+		}
+	}
+	if len(direct) == 0 || others == 0 {
+		return
+	}
+	if unanswered := time.Since(latest); unanswered >= h.silentAfter() {
+		h.log.Info("closing a dead direct connection to a member (reached through a relay meanwhile)", "peer", p,
+			"unanswered", unanswered.Round(time.Millisecond), "direct", len(direct))
+		for _, c := range direct {
+			_ = c.Close()
+		}
 	}
 }
 
