@@ -50,6 +50,11 @@ type ProcsConfig struct {
 	// processes (e.g. `ip netns exec NS`: the NAT tests' namespaces).
 	Listen func(i int) string
 	Exec   func(i int) []string
+	// InviteFrom, optional, returns the slot of the member whose invite slot i
+	// joins with at Start (default: the first running member).
+	InviteFrom func(i int) int
+	// BeforeInvite, optional, runs before each invite at Start (an error stops it).
+	BeforeInvite func(ctx context.Context, inviter, joiner *Device) error
 }
 
 // proc is one `baton run` process of a device.
@@ -358,8 +363,20 @@ func (pc *ProcCluster) join(ctx context.Context, d *Device, members int) error {
 			break
 		}
 	}
+	if pc.cfg.InviteFrom != nil {
+		if i := pc.cfg.InviteFrom(d.Index); i >= 0 && i < len(pc.Devices()) {
+			if o := pc.Devices()[i]; o != d && o.Running() && !o.Paused() && !o.Left() {
+				from = o
+			}
+		}
+	}
 	if from == nil {
 		return fmt.Errorf("join %s: %w: no running member to invite it", d.Name, ErrNoDevice)
+	}
+	if pc.cfg.BeforeInvite != nil {
+		if err := pc.cfg.BeforeInvite(ctx, from, d); err != nil {
+			return fmt.Errorf("join %s: %w", d.Name, err)
+		}
 	}
 	invite, err := pc.runCLI(ctx, "invite", "--data", from.Dir, "--with-chain-key", "--ttl", "10m")
 	if err != nil {

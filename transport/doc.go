@@ -89,8 +89,13 @@
 // the requesting peer itself. A window admits one device (AllowJoins: n): the first
 // successful join spends it, so a replayed invite gets ErrBadToken.
 // QUIC, WebTransport and WebRTC listen addresses are refused (ErrUnsupportedAddr)
-// because libp2p silently drops them under a private network. There is no relay, no
-// NAT service, no mDNS.
+// because libp2p silently drops them under a private network. There is no NAT
+// service (UPnP) and no mDNS. Every member is a circuit relay for members, devices
+// keep reservations on the members they reach directly, and DCUtR replaces a relayed
+// connection by a hole-punched one where the NATs allow it (TCP with reuseport; a
+// port in use is still refused). A member's join window is announced to its relays
+// (RelayWindowProtocol) so that a device it invited reaches it through them (relay.go,
+// relaywindow.go, docs/DESIGN.md).
 //
 // # Membership
 //

@@ -36,6 +36,8 @@ type gater struct {
 	joined   map[peer.ID]bool
 	joinGen  uint64      // incremented by openJoin and closeJoin
 	tombs    *tombstones // removed members, admitted to be told so (removed_members.go)
+	// relayWins: members' join windows this device relays joiners to (relaywindow.go).
+	relayWins relayWindows
 }
 
 var _ connmgr.ConnectionGater = (*gater)(nil)
@@ -235,6 +237,12 @@ func (g *gater) InterceptSecured(dir network.Direction, p peer.ID, addrs network
 	}
 	if g.joinOpen() {
 		g.log.Info("gater: admitted non-member during join window", "peer", p, "remote", addrs.RemoteMultiaddr())
+		return true
+	}
+	if g.relayWins.anyOpen(g.now()) {
+		// Served like a joiner; the relay's ACL takes it only to the member whose
+		// window is open (memberACL).
+		g.log.Info("gater: admitted non-member during a member's join window (to relay it there)", "peer", p, "remote", addrs.RemoteMultiaddr())
 		return true
 	}
 	g.log.Warn("gater: refused connection from non-member", "peer", p, "remote", addrs.RemoteMultiaddr())

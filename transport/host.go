@@ -1,12 +1,14 @@
 package transport
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -26,6 +28,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
+	manetpkg "github.com/multiformats/go-multiaddr/net"
 )
 
 // Defaults for HostConfig.
@@ -163,10 +166,12 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		libp2p.Identity(key),
 		libp2p.PrivateNetwork(cfg.PSK),
 		libp2p.NoListenAddrs, // listenEach below, one address at a time
-		// Without reuseport a port in use is an error: with it, a second host (a
-		// second device started with the same address) binds the same port and
-		// the kernel splits inbound connections between the two.
-		libp2p.Transport(tcp.NewTCPTransport, tcp.DisableReuseport()),
+		// Reuseport on: outgoing connections leave from the listen port, so a NAT
+		// that preserves ports maps them to the address members observe (identify)
+		// and a hole punch (DCUtR, a simultaneous TCP open) can meet there. A second
+		// host on a port in use would bind it too (the kernel splitting inbound
+		// connections between the two): listenEach refuses that first.
+		libp2p.Transport(tcp.NewTCPTransport),
 		libp2p.Security(noise.ID, noise.New),
 		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
 		libp2p.ConnectionGater(g),
@@ -175,6 +180,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		// starts only once AutoNAT says public, which the member gater prevents).
 		libp2p.EnableRelay(),
 		libp2p.EnableHolePunching(),
+		libp2p.DialRanker(dialRanker),
 		libp2p.AddrsFactory(publishAddrs(adv, func() []ma.Multiaddr {
 			if c := circuits.Load(); c != nil {
 				return *c
@@ -209,6 +215,10 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		cancel()
 		return nil, fmt.Errorf("subscribe to identify events: %w", err)
 	}
+	h.Network().Notify(&network.NotifyBundle{DisconnectedF: func(_ network.Network, c network.Conn) {
+		hst.forgetReservation(c.RemotePeer(), c)
+	}})
+	h.SetStreamHandler(RelayWindowProtocol, hst.handleRelayWindow)
 	// The ping protocol answers reach.go's probes (to peers the gater admits).
 	ping.NewPingService(h)
 	hst.wg.Add(4)
@@ -257,6 +267,29 @@ func (h *Host) refreshAddrs(sub event.Subscription) {
 	}
 }
 
+// relayDialDelay is how long a dial waits for a peer's direct addresses before it
+// also tries its relay addresses (libp2p waits up to a second).
+const relayDialDelay = 300 * time.Millisecond
+
+// dialRanker is libp2p's default order (private, then public direct addresses)
+// with relay addresses tried relayDialDelay after the start at the latest. Behind
+// a NAT, another member's direct addresses often hang rather than fail (a SYN to a
+// private address of another network, or to a NAT that drops it, with no ICMP
+// answer: routers rate-limit them): with libp2p's delay of a second, a probe (one
+// second) or a Raft dial ended before its relay address was tried, and two devices
+// behind NATs never reached each other through a relay once a router's ICMP budget
+// was spent (four devices, three NATs).
+func dialRanker(addrs []ma.Multiaddr) []network.AddrDelay {
+	out := swarm.DefaultDialRanker(addrs)
+	for i := range out {
+		if _, ok := relayOf(out[i].Addr); ok && out[i].Delay > relayDialDelay {
+			out[i].Delay = relayDialDelay
+		}
+	}
+	slices.SortStableFunc(out, func(a, b network.AddrDelay) int { return cmp.Compare(a.Delay, b.Delay) })
+	return out
+}
+
 // listenEach opens every listen address on its own. libp2p's Listen succeeds as soon
 // as one address works and reduces the others' errors to text, so a port in use on
 // one of them (the IPv6 one, say) would go unnoticed.
@@ -266,6 +299,12 @@ func listenEach(h host.Host, addrs []ma.Multiaddr) error {
 		return h.Network().Listen(addrs...)
 	}
 	for _, a := range addrs {
+		if err := portFree(a); err != nil {
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return fmt.Errorf("%w: %s (%v)", ErrAddrInUse, a, err)
+			}
+			return fmt.Errorf("listen on %s: %w", a, err)
+		}
 		if err := sw.AddListenAddr(a); err != nil {
 			if errors.Is(err, syscall.EADDRINUSE) {
 				return fmt.Errorf("%w: %s (%v)", ErrAddrInUse, a, err)
@@ -274,6 +313,20 @@ func listenEach(h host.Host, addrs []ma.Multiaddr) error {
 		}
 	}
 	return nil
+}
+
+// portFree binds a (a TCP address) without SO_REUSEPORT and lets it go: with
+// reuseport on, libp2p's own listen would share a port another device (or program
+// that set SO_REUSEPORT) holds instead of failing. Port 0 is always free.
+func portFree(a ma.Multiaddr) error {
+	if p, err := a.ValueForProtocol(ma.P_TCP); err != nil || p == "0" {
+		return nil
+	}
+	l, err := manetpkg.Listen(a)
+	if err != nil {
+		return err
+	}
+	return l.Close()
 }
 
 // parseListenAddr accepts only TCP multiaddrs over ip4, ip6 or dns.
@@ -426,17 +479,25 @@ func (h *Host) ConnectMembers(ctx context.Context) {
 // `until` (a retry after a lost answer). While a join is in progress other devices
 // are refused too. A later call (AllowJoin, AllowJoins, CloseJoin) replaces the
 // window.
-func (h *Host) AllowJoin(token []byte, until time.Time) { h.gater.openJoin(token, until, 1) }
+func (h *Host) AllowJoin(token []byte, until time.Time) { h.AllowJoins(token, until, 1) }
 
 // AllowJoins is AllowJoin for up to n devices (n < 1 counts as 1): each successful
 // join spends one use. For provisioning several devices at once; prefer one window
 // per device.
+//
+// The members this device reaches directly are told (within the dial timeout) to
+// relay devices that are not members to it until `until`, so that a device invited
+// by a member behind a NAT joins through them (relaywindow.go).
 func (h *Host) AllowJoins(token []byte, until time.Time, n int) {
 	h.gater.openJoin(token, until, n)
+	h.announceJoinWindow(until)
 }
 
 // CloseJoin closes the join window at once.
-func (h *Host) CloseJoin() { h.gater.closeJoin() }
+func (h *Host) CloseJoin() {
+	h.gater.closeJoin()
+	h.announceJoinWindow(time.Time{})
+}
 
 // AllowPeer admits p (and remembers its addresses for the session) without making it
 // a member: a joining device allows the members it was given so they can reach it.

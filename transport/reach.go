@@ -40,6 +40,9 @@ type probeState struct {
 	path      Path          // the path at the last probe
 	relay     peer.ID       // the relay of a relayed path
 	pathSince time.Time     // when path (or being unanswered) began
+	// pingStart: when the running (or last) ping began; failingSince: when the
+	// first of the pings failing in a row began (zero after an answer).
+	pingStart, failingSince time.Time
 }
 
 // reach probes every member in the address book once per ProbeInterval: it redials
@@ -84,6 +87,9 @@ func (h *Host) startProbe(p peer.ID) {
 	}
 	if st.inflight {
 		h.reach.mu.Unlock()
+		// A ping into a dead connection can hang beyond its deadline (the stream
+		// open waits behind a full send buffer): judge the silence here too.
+		h.closeIfSilent(p)
 		return
 	}
 	// Raft traffic within the last interval (leader and followers exchange
@@ -102,12 +108,15 @@ func (h *Host) startProbe(p peer.ID) {
 			return
 		}
 	}
-	st.inflight = true
+	st.inflight, st.pingStart = true, now
 	h.reach.mu.Unlock()
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
 		rtt, err := h.probe(p)
+		if err != nil {
+			h.closeIfSilent(p)
+		}
 		path, relay := h.pathTo(p)
 		now := time.Now()
 		h.reach.mu.Lock()
@@ -118,11 +127,15 @@ func (h *Host) startProbe(p peer.ID) {
 				st.pathSince = now
 			}
 			st.ok, st.lastOK, st.rtt, st.rttAt, st.err = true, now, rtt, now, ""
+			st.failingSince = time.Time{}
 		} else {
 			if st.ok || !st.probed {
 				st.pathSince = now
 			}
 			st.ok, st.err = false, probeError(err)
+			if st.failingSince.IsZero() {
+				st.failingSince = st.pingStart
+			}
 		}
 		st.probed, st.path, st.relay = true, path, relay
 	}()
@@ -138,7 +151,16 @@ func (h *Host) probe(p peer.ID) (time.Duration, error) {
 			return 0, err
 		}
 	}
-	res := <-ping.Ping(ctx, h.h, p)
+	// libp2p's Ping closes its channel without a result when ctx ends first: the
+	// zero Result read from it would count as an answer (RTT 0), and a dead
+	// connection would look alive to every probe.
+	res, answered := <-ping.Ping(ctx, h.h, p)
+	if !answered {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		return 0, errors.New("ping: no answer")
+	}
 	if res.Error != nil {
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
@@ -147,6 +169,82 @@ func (h *Host) probe(p peer.ID) (time.Duration, error) {
 	}
 	h.touch(p)
 	return res.RTT, nil
+}
+
+// silentAfter is how long a connected member may stay silent (no probe answered,
+// no message received, on connections older than that) before closeIfSilent closes
+// its connections.
+func (h *Host) silentAfter() time.Duration { return max(5*h.cfg.ProbeInterval, 5*time.Second) }
+
+// closeIfSilent closes p's connections when p is connected but nothing came back
+// over them for silentAfter: the connection is dead without either end being told
+// (a laptop that moved to another network, a NAT that forgot the mapping, a relay
+// gone without a reset), and libp2p would keep it for the 30 s of yamux's keepalive
+// and more (TCP's retransmissions, minutes) while every probe pings into it instead
+// of dialling again. The next probe dials p afresh (its new address, or a relay).
+func (h *Host) closeIfSilent(p peer.ID) {
+	conns := h.h.Network().ConnsToPeer(p)
+	if len(conns) == 0 {
+		return
+	}
+	latest := h.lastSeen(p)
+	if st := h.probeOf(p); st.lastOK.After(latest) {
+		latest = st.lastOK
+	}
+	for _, c := range conns {
+		if o := c.Stat().Opened; o.After(latest) {
+			latest = o
+		}
+	}
+	if silent := time.Since(latest); silent >= h.silentAfter() {
+		h.log.Info("closing a silent connection to a member (it will be dialled again)", "peer", p,
+			"silent", silent.Round(time.Millisecond), "conns", len(conns))
+		_ = h.h.Network().ClosePeer(p)
+		return
+	}
+	h.closeDeadDirect(p, conns)
+}
+
+// closeDeadDirect closes p's direct connections when p is heard from (Raft over a
+// relayed connection) but its pings have gone unanswered for silentAfter since the
+// newest direct connection opened: libp2p opens streams, pings included, on a
+// direct connection when there is one, so that one is dead (a hole-punched
+// connection whose NAT mapping went away) and every new stream would go into it
+// until yamux's keepalive. The relayed connections stay; the next probe goes over
+// them. (Being heard from also skips most pings, so lastOK does not tell.)
+func (h *Host) closeDeadDirect(p peer.ID, conns []network.Conn) {
+	st := h.probeOf(p)
+	var latest time.Time
+	switch {
+	case !st.failingSince.IsZero():
+		latest = st.failingSince
+	case st.inflight:
+		latest = st.pingStart
+	default:
+		return
+	}
+	var direct []network.Conn
+	others := 0
+	for _, c := range conns {
+		if _, relayed := relayOf(c.RemoteMultiaddr()); relayed || c.Stat().Limited {
+			others++
+			continue
+		}
+		direct = append(direct, c)
+		if o := c.Stat().Opened; o.After(latest) {
+			latest = o
+		}
+	}
+	if len(direct) == 0 || others == 0 {
+		return
+	}
+	if unanswered := time.Since(latest); unanswered >= h.silentAfter() {
+		h.log.Info("closing a dead direct connection to a member (reached through a relay meanwhile)", "peer", p,
+			"unanswered", unanswered.Round(time.Millisecond), "direct", len(direct))
+		for _, c := range direct {
+			_ = c.Close()
+		}
+	}
 }
 
 // pathTo reports how p is connected now: direct when any connection is, relayed

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
@@ -33,13 +34,15 @@ func memberRelayResources() relay.Resources {
 }
 
 // memberACL admits reservations from members only, and relays a connection only
-// to a member (the destination's gater then decides, as for a direct connection:
-// a device joining through a relay reaches the inviting member's join window).
+// to a member: from a member, or from a device that is not one to a member whose
+// join window is open (it told this relay so: relaywindow.go). The destination's
+// gater then decides, as for a direct connection.
 type memberACL struct{ g *gater }
 
 func (a memberACL) AllowReserve(p peer.ID, _ ma.Multiaddr) bool { return a.g.isMember(p) }
 func (a memberACL) AllowConnect(src peer.ID, _ ma.Multiaddr, dest peer.ID) bool {
-	return a.g.isMember(dest) && !a.g.isBlocked(src)
+	return a.g.isMember(dest) && !a.g.isBlocked(src) &&
+		(a.g.isMember(src) || a.g.relayWins.openFor(dest, a.g.now()))
 }
 
 // startRelay runs the member relay service on h.
@@ -57,6 +60,21 @@ func (h *Host) startRelay() error {
 type reservations struct {
 	mu  sync.Mutex
 	exp map[peer.ID]time.Time // relay -> expiry
+}
+
+// forgetReservation drops the reservation on relay r when a direct connection to it
+// closes: the relay forgets a reservation with the connection that made it (and all
+// of them when it restarts), so the next round of reserveLoop reserves again. Without
+// this a relay member that restarted within one round kept being counted as holding
+// this device's reservation (until its hour ran out), and the others' circuits to
+// this device through it were refused (NO_RESERVATION).
+func (h *Host) forgetReservation(r peer.ID, c network.Conn) {
+	if _, relayed := relayOf(c.RemoteMultiaddr()); relayed || c.Stat().Limited {
+		return
+	}
+	h.resv.mu.Lock()
+	delete(h.resv.exp, r)
+	h.resv.mu.Unlock()
 }
 
 // reserveInterval is how often reservations are checked (and renewed ahead of expiry).

@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
 )
 
 // Two members that cannot dial each other (each publishes only an address nobody
@@ -66,4 +68,161 @@ func TestRelayedMembers(t *testing.T) {
 	if !relayed(b, c) {
 		t.Fatal("b and c no longer relayed (a direct connection appeared)")
 	}
+}
+
+// A device that is not a member reaches a member behind a NAT through a relay member
+// only while that member's join window is open (it tells its relays when it opens
+// and closes), and only that member: the relay refuses it otherwise, and refuses it
+// a circuit to any other member (before: always refused, so an invite from a member
+// behind a NAT could not be used).
+func TestRelayWindow(t *testing.T) {
+	psk, _ := GeneratePSK()
+	a := newNode(t, psk)
+	if err := a.cluster.Bootstrap(); err != nil {
+		t.Fatal(err)
+	}
+	tc := &testCluster{t: t, psk: psk, nodes: []*node{a}}
+	tc.leader(tc.nodes)
+	token := []byte("join-token-relay")
+	a.host.AllowJoins(token, time.Now().Add(time.Minute), 2)
+	natd := func(n *node) { n.advertise = []string{"/ip4/127.0.0.1/tcp/1"} } // nobody listens there
+	b, c := newNodeWith(t, psk, natd), newNodeWith(t, psk, natd)
+	for _, n := range []*node{b, c} {
+		if err := n.cluster.Join(ctxTimeout(t, patient), []peer.AddrInfo{a.info()}, token, false); err != nil {
+			t.Fatalf("join: %v", err)
+		}
+		tc.nodes = append(tc.nodes, n)
+	}
+	a.host.CloseJoin() // a's own window would admit anyone with the key
+	waitFor(t, 30*time.Second, "b and c hold reservations on a", func() bool {
+		return len(b.host.Relays()) == 1 && len(c.host.Relays()) == 1
+	})
+	var aTCP ma.Multiaddr
+	for _, la := range a.host.h.Network().ListenAddresses() {
+		if _, err := la.ValueForProtocol(ma.P_TCP); err == nil {
+			aTCP = la
+		}
+	}
+	via := func(to *node) peer.AddrInfo {
+		circuit := ma.StringCast("/p2p/" + a.id().String() + "/p2p-circuit")
+		return peer.AddrInfo{ID: to.id(), Addrs: []ma.Multiaddr{aTCP.Encapsulate(circuit)}}
+	}
+	d := newTestHost(t, t.TempDir(), psk, "/ip4/127.0.0.1/tcp/0")
+	t.Cleanup(func() { _ = d.Close() })
+	connect := func(to *node) error {
+		_ = d.h.Network().ClosePeer(a.id())
+		return d.Connect(ctxTimeout(t, 3*time.Second), via(to))
+	}
+	if err := connect(b); err == nil {
+		t.Fatal("a relayed a device that is not a member to b with no join window open")
+	}
+	b.host.AllowJoin([]byte("join-token-b-window"), time.Now().Add(time.Minute))
+	if !a.host.gater.relayWins.openFor(b.id(), time.Now()) {
+		t.Fatal("a did not hear of b's join window")
+	}
+	if err := connect(b); err != nil {
+		t.Fatalf("through a to b during b's join window: %v", err)
+	}
+	if err := connect(c); err == nil {
+		t.Fatal("a relayed a device that is not a member to c, whose window is closed")
+	}
+	b.host.CloseJoin()
+	if a.host.gater.relayWins.openFor(b.id(), time.Now()) {
+		t.Fatal("b's window still open at a after b closed it")
+	}
+	_ = d.h.Network().ClosePeer(b.id())
+	if err := connect(b); err == nil {
+		t.Fatal("a relayed a device that is not a member to b after b closed its window")
+	}
+}
+
+// A direct connection (hole-punched, say) that dies while the member is still heard
+// from through a relay is closed: libp2p opens every new stream (pings, Raft) on the
+// direct connection while there is one, so it would swallow them until yamux's
+// keepalive. Here b reaches c both through a and over a direct connection through a
+// proxy that then freezes; b keeps hearing from c (as Raft would, over the relay).
+func TestDeadDirectBesideRelayClosed(t *testing.T) {
+	psk, _ := GeneratePSK()
+	a := newNode(t, psk)
+	if err := a.cluster.Bootstrap(); err != nil {
+		t.Fatal(err)
+	}
+	tc := &testCluster{t: t, psk: psk, nodes: []*node{a}}
+	tc.leader(tc.nodes)
+	token := []byte("join-token-relay")
+	a.host.AllowJoins(token, time.Now().Add(time.Minute), 2)
+	b := newNodeWith(t, psk, func(n *node) { n.advertise = []string{"/ip4/127.0.0.1/tcp/1"} })
+	// c does not probe (its own silence rule would close its end of both paths).
+	c := newNodeWith(t, psk, func(n *node) { n.advertise = []string{"/ip4/127.0.0.1/tcp/1"}; n.probe = time.Hour })
+	for _, n := range []*node{b, c} {
+		if err := n.cluster.Join(ctxTimeout(t, patient), []peer.AddrInfo{a.info()}, token, false); err != nil {
+			t.Fatalf("join: %v", err)
+		}
+		tc.nodes = append(tc.nodes, n)
+	}
+	waitFor(t, 30*time.Second, "b reaches c through a", func() bool {
+		path, relay := b.host.pathTo(c.id())
+		return path == PathRelayed && relay == a.id()
+	})
+	var cTCP ma.Multiaddr
+	for _, la := range c.host.h.Network().ListenAddresses() {
+		if _, err := la.ValueForProtocol(ma.P_TCP); err == nil {
+			cTCP = la
+		}
+	}
+	px := newFreezeProxy(t, manet(t, cTCP))
+	ctx := network.WithForceDirectDial(ctxTimeout(t, 5*time.Second), "test: a direct connection beside the relayed one")
+	if err := b.host.h.Connect(ctx, peer.AddrInfo{ID: c.id(), Addrs: []ma.Multiaddr{px.addr()}}); err != nil {
+		t.Fatalf("direct connection through the proxy: %v", err)
+	}
+	var direct []network.Conn
+	for _, conn := range b.host.h.Network().ConnsToPeer(c.id()) {
+		if _, relayed := relayOf(conn.RemoteMultiaddr()); !relayed {
+			direct = append(direct, conn)
+		}
+	}
+	if len(direct) == 0 || len(b.host.h.Network().ConnsToPeer(c.id())) == len(direct) {
+		t.Fatalf("want a direct and a relayed connection, have %d direct of %d", len(direct), len(b.host.h.Network().ConnsToPeer(c.id())))
+	}
+	waitFor(t, 5*time.Second, "a probe answered over the direct connection", func() bool {
+		st := b.host.probeOf(c.id())
+		return st.ok && st.path == PathDirect && time.Since(st.lastOK) < time.Second
+	})
+	px.Freeze()
+	frozen := time.Now()
+	heard := make(chan struct{})
+	go func() {
+		tk := time.NewTicker(100 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-heard:
+				return
+			case <-tk.C:
+				b.host.touch(c.id()) // c heard from over the relay, as Raft would be
+			}
+		}
+	}()
+	defer close(heard)
+	defer func() {
+		st := b.host.probeOf(c.id())
+		t.Logf("probe: ok %v path %s lastOK %v ago err %q inflight %v; conns %d", st.ok, st.path, time.Since(st.lastOK), st.err, st.inflight, len(b.host.h.Network().ConnsToPeer(c.id())))
+	}()
+	// Heard from, b pings c only every rttEvery intervals: the first ping into the
+	// frozen connection may start that late.
+	waitFor(t, b.host.silentAfter()+rttEvery*b.host.cfg.ProbeInterval+5*time.Second, "the dead direct connection closed", func() bool {
+		for _, conn := range direct {
+			if !conn.IsClosed() {
+				return false
+			}
+		}
+		return true
+	})
+	if took := time.Since(frozen); took < b.host.silentAfter() {
+		t.Fatalf("closed after %v, before silentAfter", took)
+	}
+	waitFor(t, 10*time.Second, "b's probes of c answered again, through a", func() bool {
+		st := b.host.probeOf(c.id())
+		return st.ok && st.path == PathRelayed && time.Since(st.lastOK) < 2*time.Second
+	})
 }

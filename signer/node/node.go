@@ -523,13 +523,14 @@ func (n *Node) ID() string { return n.id }
 // Chain returns the chain's did:key.
 func (n *Node) Chain() string { return n.cfg.Chain }
 
-// Addrs returns this device's full /p2p/ multiaddrs, usable as join seeds.
+// Addrs returns this device's full /p2p/ multiaddrs, usable as join seeds (invites):
+// transport.Host.InviteAddrs, relay addresses included.
 func (n *Node) Addrs() []string {
 	if n.host == nil {
 		return nil
 	}
 	var out []string
-	for _, a := range n.host.P2PAddrs() {
+	for _, a := range n.host.InviteAddrs() {
 		out = append(out, a.String())
 	}
 	return out
