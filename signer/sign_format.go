@@ -113,20 +113,20 @@ func (l *Loop) signAtproto(v intentlog.View, cm chain.Commit) ([]byte, error) {
 var errRepoMoved = errors.New("atproto: the applied repository is not the applied head's (the state moved while reading): retry")
 
 // CheckChainDID checks that did names a chain key some commit format signs with: an
-// Ed25519 did:key (baton's format) or a P-256 did:key (atproto).
+// Ed25519 did:key (baton's format) or a P-256 or K-256 did:key (atproto).
 func CheckChainDID(did string) error {
 	_, err := ChainFormatOfDID(did)
 	return err
 }
 
 // ChainFormatOfDID is the commit format a new chain with this chain key declares in
-// its genesis: baton's for an Ed25519 did:key, atproto's for a P-256 one.
+// its genesis: baton's for an Ed25519 did:key, atproto's for a P-256 or K-256 one.
 func ChainFormatOfDID(did string) (uint64, error) {
 	_, err := chain.ParseDID(did)
 	if err == nil {
 		return chain.FormatBaton, nil
 	}
-	if atproto.IsP256DID(did) {
+	if atproto.IsKeyDID(did) {
 		return chain.FormatAtproto, nil
 	}
 	return 0, err

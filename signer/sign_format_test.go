@@ -131,3 +131,22 @@ func TestLoopSignsAtproto(t *testing.T) {
 		t.Fatalf("maxInFlight on a version-1 chain: %d", got)
 	}
 }
+
+// TestChainFormatOfDID: an Ed25519 did:key is a baton chain, a P-256 or a K-256 one an
+// atproto chain; anything else is refused (a did:plc names a repository, not a
+// chain key).
+func TestChainFormatOfDID(t *testing.T) {
+	ed, _ := chain.GenerateKey(nil)
+	p, _ := atproto.GenerateKeyOf(atproto.KeyTypeP256)
+	k, _ := atproto.GenerateKeyOf(atproto.KeyTypeK256)
+	for did, want := range map[string]uint64{ed.DID(): chain.FormatBaton, p.DID(): chain.FormatAtproto, k.DID(): chain.FormatAtproto} {
+		if got, err := ChainFormatOfDID(did); err != nil || got != want {
+			t.Errorf("%s: format %d, %v; want %d", did, got, err, want)
+		}
+	}
+	for _, did := range []string{"", "did:plc:ewvi7nxzyoun6zhxrhs64oiz", "did:key:zQ3sh", k.DID() + "x"} {
+		if err := CheckChainDID(did); err == nil {
+			t.Errorf("%q accepted as a chain key", did)
+		}
+	}
+}
