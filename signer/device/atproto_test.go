@@ -1,14 +1,19 @@
 package device
 
 import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/batonhq/baton/signer/chain"
 	"github.com/batonhq/baton/signer/chain/atproto"
+	"github.com/batonhq/baton/signer/node"
 )
 
 const testPLC = "did:plc:ewvi7nxzyoun6zhxrhs64oiz"
@@ -64,5 +69,87 @@ func TestCreateAtprotoRepo(t *testing.T) {
 	}
 	if _, err := Open(dir); !errors.Is(err, chain.ErrInvalidDID) {
 		t.Fatalf("open with a malformed repo: %v", err)
+	}
+}
+
+// TestInviteAtprotoKey: an invite carries a P-256 or K-256 chain key (its type beside
+// the seed) and the key's history marker, as it does an Ed25519 key: the joining
+// device's chain.key is the same key of the same type and its chain.genesis the
+// same marker. An invite without the key for an atproto chain parses (it was refused
+// as an unsupported did:key before). An explicit ed25519 type, an unknown type, a
+// type without a key and a type that is not the seed's are refused.
+func TestInviteAtprotoKey(t *testing.T) {
+	for _, typ := range []string{atproto.KeyTypeP256, atproto.KeyTypeK256} {
+		t.Run(typ, func(t *testing.T) {
+			k, err := atproto.GenerateKeyOf(typ)
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys, err := NewAtprotoChainKeys(k, testPLC)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := Create(filepath.Join(t.TempDir(), "a"), keys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hist := []byte(`{"chain":"` + k.DID() + `","genesis":"` + strings.Repeat("ab", 32) + `","index":3}` + "\n")
+			if err := os.WriteFile(filepath.Join(d.Dir, node.GenesisFileName), hist, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			exp := time.Now().Add(time.Hour)
+			s := testInvite(t, d, true, exp)
+			in, err := ParseInvite(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if in.AnyKey == nil || in.AnyKey.DID() != k.DID() || in.Key != nil || !bytes.Equal(in.History, hist) {
+				t.Fatalf("invite: %+v", in)
+			}
+			if again, err := in.Encode(); err != nil || again != s {
+				t.Fatalf("re-encode: %v", err)
+			}
+			j, err := Create(filepath.Join(t.TempDir(), "b"), in.Keys())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j.AnyKey == nil || j.AnyKey.DID() != k.DID() || j.Founder || j.Repo != "" {
+				t.Fatalf("joined device: %+v", j)
+			}
+			raw, _ := os.ReadFile(filepath.Join(j.Dir, ChainKeyFile))
+			if !strings.Contains(string(raw), `"`+typ+`"`) {
+				t.Fatalf("joined chain.key: %s", raw)
+			}
+			if got, _ := os.ReadFile(filepath.Join(j.Dir, node.GenesisFileName)); !bytes.Equal(got, hist) {
+				t.Fatalf("joined chain.genesis: %s", got)
+			}
+			noKey, err := ParseInvite(testInvite(t, d, false, exp))
+			if err != nil || noKey.AnyKey != nil || noKey.Chain != k.DID() {
+				t.Fatalf("invite without the key: %+v %v", noKey, err)
+			}
+			raw, _ = base64.RawURLEncoding.DecodeString(s[len(InvitePrefix):])
+			mutate := func(f func(m map[string]any)) string {
+				var m map[string]any
+				json.Unmarshal(raw, &m)
+				f(m)
+				b, _ := json.Marshal(m)
+				return InvitePrefix + base64.RawURLEncoding.EncodeToString(b)
+			}
+			other := atproto.KeyTypeK256
+			if typ == other {
+				other = atproto.KeyTypeP256
+			}
+			for name, bad := range map[string]string{
+				"explicit ed25519": mutate(func(m map[string]any) { m["kt"] = "ed25519" }),
+				"unknown type":     mutate(func(m map[string]any) { m["kt"] = "rsa" }),
+				"the other curve":  mutate(func(m map[string]any) { m["kt"] = other }),
+				"no type":          mutate(func(m map[string]any) { delete(m, "kt") }),
+				"type without key": mutate(func(m map[string]any) { delete(m, "key"); delete(m, "hist") }),
+			} {
+				if _, err := ParseInvite(bad); !errors.Is(err, ErrBadInvite) {
+					t.Errorf("%s: %v", name, err)
+				}
+			}
+		})
 	}
 }

@@ -2,7 +2,6 @@ package device
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/pnet"
@@ -260,34 +258,22 @@ func Create(dir string, k Keys) (_ *Device, err error) {
 	return Open(dir)
 }
 
-// ChainKeySeed returns the seed of the device's chain key (what an invite with the
-// chain key carries), read back from chain.key and checked against its did.
-func (d *Device) ChainKeySeed() ([]byte, error) {
-	if d.Key == nil && d.AnyKey != nil {
-		return nil, fmt.Errorf("%s: an invite cannot carry a %T chain key yet: copy chain.key by hand", d.Dir, d.AnyKey)
-	}
-	if d.Key == nil {
-		return nil, fmt.Errorf("%s has no chain key (a replica)", d.Dir)
+// ChainKeySeed returns the type and seed (the private key's bytes) of the device's
+// chain key (what an invite with the chain key carries), read back from chain.key and
+// checked against its did.
+func (d *Device) ChainKeySeed() (typ string, seed []byte, err error) {
+	if d.AnyKey == nil {
+		return "", nil, fmt.Errorf("%s has no chain key (a replica)", d.Dir)
 	}
 	path := filepath.Join(d.Dir, ChainKeyFile)
-	raw, err := ReadSmall(path, 4096)
+	k, typ, seed, err := chain.ReadKeyFileSeed(path)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	var doc struct {
-		Seed string `json:"seed"`
+	if k.DID() != d.AnyKey.DID() {
+		return "", nil, fmt.Errorf("%s: the key is %s, the device's %s", path, k.DID(), d.AnyKey.DID())
 	}
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	seed, err := base64.StdEncoding.DecodeString(strings.TrimSpace(doc.Seed))
-	if err != nil {
-		return nil, fmt.Errorf("%s: seed: %w", path, err)
-	}
-	if again, err := chain.NewEd25519KeyFromSeed(seed); err != nil || again.DID() != d.Key.DID() {
-		return nil, fmt.Errorf("%s: seed does not match its did", path)
-	}
-	return seed, nil
+	return typ, seed, nil
 }
 
 func writeFileExcl(path string, data []byte, mode os.FileMode) error {
