@@ -230,4 +230,21 @@ func TestE2EAtprotoImportedKey(t *testing.T) {
 			t.Fatalf("record %s: %x %v", p, b, err)
 		}
 	}
+	// The replica serves the repository under its did:plc, not under the key's did:key.
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", filepath.Join(a2, "baton.sock"))
+		}}}
+	for q, want := range map[string]int{plc: http.StatusOK, did: http.StatusBadRequest} {
+		resp, err := hc.Get("http://baton/xrpc/com.atproto.sync.getLatestCommit?did=" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("getLatestCommit?did=%s: %d %s, want %d", q, resp.StatusCode, body, want)
+		}
+	}
 }
