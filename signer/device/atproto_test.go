@@ -153,3 +153,56 @@ func TestInviteAtprotoKey(t *testing.T) {
 		})
 	}
 }
+
+// FuzzParseInvite: ParseInvite never panics; an invite it accepts encodes again to one
+// it reads back the same (chain, key and its type, history marker, network key).
+func FuzzParseInvite(f *testing.F) {
+	for _, typ := range []string{"ed25519", atproto.KeyTypeP256, atproto.KeyTypeK256} {
+		var keys Keys
+		var err error
+		if typ == "ed25519" {
+			keys, err = NewChainKeys()
+		} else {
+			k, _ := atproto.GenerateKeyOf(typ)
+			keys, err = NewAtprotoChainKeys(k, "")
+		}
+		if err != nil {
+			f.Fatal(err)
+		}
+		d, err := Create(filepath.Join(f.TempDir(), typ), keys)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, withKey := range []bool{true, false} {
+			in, err := NewInvite(d, []string{"/ip4/127.0.0.1/tcp/4001/p2p/12D3KooWJWoaqZhDaoEFshF7Rh1bpY9ohihFhzcW6d69Lr2NASuq"},
+				[]byte("0123456789abcdef"), time.Now().Add(time.Hour), withKey)
+			if err != nil {
+				f.Fatal(err)
+			}
+			s, _ := in.Encode()
+			f.Add(s)
+		}
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		in, err := ParseInvite(s)
+		if err != nil {
+			if !errors.Is(err, ErrBadInvite) {
+				t.Fatalf("refused without ErrBadInvite: %v", err)
+			}
+			return
+		}
+		enc, err := in.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := ParseInvite(enc)
+		if err != nil {
+			t.Fatalf("re-encoded invite refused: %v", err)
+		}
+		if again.Chain != in.Chain || !bytes.Equal(again.PSK, in.PSK) || !bytes.Equal(again.History, in.History) ||
+			(again.AnyKey == nil) != (in.AnyKey == nil) || (in.AnyKey != nil && again.AnyKey.DID() != in.AnyKey.DID()) ||
+			again.keyType != in.keyType || (again.Key == nil) != (in.Key == nil) {
+			t.Fatalf("re-encoded invite differs: %+v vs %+v", again, in)
+		}
+	})
+}
