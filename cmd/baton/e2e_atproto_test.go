@@ -230,6 +230,36 @@ func TestE2EAtprotoImportedKey(t *testing.T) {
 			t.Fatalf("record %s: %x %v", p, b, err)
 		}
 	}
+	// The account moves on again, to a new chain with a new key: `submit --car` puts the
+	// CAR's records, giving the same MST (data CID); submitting it again adds nothing.
+	carFile := filepath.Join(root, "repo.car")
+	if err := os.WriteFile(carFile, []byte(car), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b1 := filepath.Join(root, "b1")
+	mustBin(t, "init", "--data", b1, "--new-chain", "--format", "atproto", "--did", plc)
+	lb := freeListen(t)
+	start(t, "b1", b1, lb, append([]string{"run", "--data", b1, "--listen", lb}, e2eFlags...)...)
+	eventually(t, 20*time.Second, "b1 to hold the lease", func() (bool, string) {
+		st, err := state(b1)
+		if err != nil {
+			return false, err.Error()
+		}
+		return st.Lease.HeldByMe, ""
+	})
+	if out := mustBin(t, "submit", "--data", b1, "--car", carFile, "--wait", "signed"); !strings.Contains(out, "put 2 records of "+plc) || !strings.Contains(out, "2 new, 0 already in") {
+		t.Fatalf("submit --car: %s", out)
+	}
+	if out := mustBin(t, "submit", "--data", b1, "--car", carFile); !strings.Contains(out, "0 new, 2 already in") {
+		t.Fatalf("submit --car again: %s", out)
+	}
+	bc, _, err := repo.LoadRepoFromCAR(ctx, bytes.NewReader([]byte(mustBin(t, "export", "--data", b1, "--car"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bc.DID != plc || bc.Data != ic.Data {
+		t.Fatalf("the moved repository: did %s data %s, want %s %s", bc.DID, bc.Data, plc, ic.Data)
+	}
 	// The replica serves the repository under its did:plc, not under the key's did:key.
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
