@@ -41,7 +41,9 @@ says K256 or P256.
 chain key's did:key). The genesis records it and every commit carries it. baton does
 not resolve the DID: make sure its DID document's #atproto key is the chain key (the
 did:key init prints; a PLC operation signed with one of the identity's rotation keys
-changes it).
+changes it). --did-doc FILE checks a DID document you fetched (for a did:plc,
+https://plc.directory/DID) before anything is written: its #atproto key must be the
+chain key.
 --from takes the network key (and the chain key, if present) from:
   a file holding an invite printed by ` + "`baton invite`" + ` on a running device (or - for stdin),
   another device's data dir (or a backup of it) holding network.key and chain.key,
@@ -74,6 +76,7 @@ func (c *cli) initCmd() *cobra.Command {
 	keyType := fs.String("key-type", "", "with --format atproto: the chain key's curve, p256 (default for a new key) or k256; for --import-key, the curve of a hex or raw key")
 	importKey := fs.String("import-key", "", "with --format atproto: take the chain key (the account's #atproto signing key) from `file` (- for stdin) instead of making one")
 	repoDID := fs.String("did", "", "with --format atproto: the repository's `did:plc` (default: the chain key's did:key); not resolved")
+	didDoc := fs.String("did-doc", "", "with --did: check the DID document in `file` (fetched by you) names the chain key as #atproto")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if *newChain == (*from != "") {
 			return usagef("give exactly one of --new-chain or --from")
@@ -88,11 +91,23 @@ func (c *cli) initCmd() *cobra.Command {
 		if atprotoFlags && (!*newChain || *format != "atproto") {
 			return usagef("--key-type, --import-key and --did go with --new-chain --format atproto")
 		}
+		if *didDoc != "" && *repoDID == "" {
+			return usagef("--did-doc goes with --did")
+		}
 		var k device.Keys
 		if *newChain && atprotoFlags {
 			var err error
 			if k, err = c.atprotoKeys(*keyType, *importKey, *repoDID); err != nil {
 				return err
+			}
+			if *didDoc != "" {
+				b, err := device.ReadSmall(*didDoc, 64<<10)
+				if err != nil {
+					return usagef("--did-doc: %v", err)
+				}
+				if err := atproto.CheckDIDDocument(b, *repoDID, k.Chain); err != nil {
+					return fmt.Errorf("--did-doc %s: %w", *didDoc, err)
+				}
 			}
 		} else if *newChain {
 			var err error
@@ -118,7 +133,11 @@ func (c *cli) initCmd() *cobra.Command {
 		}
 		if d.Repo != "" {
 			fmt.Fprintf(w, "  repository:       %s\n", d.Repo)
-			fmt.Fprintf(w, "note: baton does not resolve %s: its DID document's #atproto key must be %s, or atproto's software refuses every commit\n", d.Repo, d.Chain)
+			if *didDoc != "" {
+				fmt.Fprintf(w, "  DID document:     %s names %s as #atproto (checked offline: keep it so at the PLC directory)\n", *didDoc, d.Chain)
+			} else {
+				fmt.Fprintf(w, "note: baton does not resolve %s: its DID document's #atproto key must be %s, or atproto's software refuses every commit\n", d.Repo, d.Chain)
+			}
 		}
 		fmt.Fprintln(w, "next:")
 		if d.Founder {

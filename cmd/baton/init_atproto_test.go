@@ -70,15 +70,35 @@ func TestInitAtprotoImportKey(t *testing.T) {
 		}
 		check(dir, testPLC)
 	}
-	// Without --did the repository is the key's did:key.
+	// --did-doc: a DID document naming the key passes; one naming another refuses
+	// before anything is written.
+	docFor := func(key string) string {
+		return write("doc-"+key[len(key)-6:], []byte(`{"id":"`+testPLC+`","verificationMethod":[{"id":"`+testPLC+`#atproto","type":"Multikey","controller":"`+testPLC+`","publicKeyMultibase":"`+strings.TrimPrefix(key, "did:key:")+`"}]}`))
+	}
 	dir := filepath.Join(t.TempDir(), "d")
+	code, out, errs := runCLI(t, nil, "", "init", "--data", dir, "--new-chain", "--format", "atproto", "--import-key", envFile, "--did", testPLC, "--did-doc", docFor(k.DID()))
+	if code != 0 || !strings.Contains(out, "checked offline") {
+		t.Fatalf("--did-doc naming the key: %d %s %s", code, out, errs)
+	}
+	check(dir, testPLC)
+	other, _ := atproto.GenerateKeyOf(atproto.KeyTypeP256)
+	dir = filepath.Join(t.TempDir(), "d")
+	code, _, errs = runCLI(t, nil, "", "init", "--data", dir, "--new-chain", "--format", "atproto", "--import-key", envFile, "--did", testPLC, "--did-doc", docFor(other.DID()))
+	if code != 1 || !strings.Contains(errs, "its #atproto key is "+other.DID()) {
+		t.Fatalf("--did-doc naming another key: %d %s", code, errs)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("--did-doc refused, but %s was written", dir)
+	}
+	// Without --did the repository is the key's did:key.
+	dir = filepath.Join(t.TempDir(), "d")
 	if code, _, errs := runCLI(t, nil, "", "init", "--data", dir, "--new-chain", "--format", "atproto", "--import-key", envFile); code != 0 {
 		t.Fatal(errs)
 	}
 	check(dir, "")
 	// A new K-256 key.
 	dir = filepath.Join(t.TempDir(), "d")
-	code, out, errs := runCLI(t, nil, "", "init", "--data", dir, "--new-chain", "--format", "atproto", "--key-type", "k256")
+	code, out, errs = runCLI(t, nil, "", "init", "--data", dir, "--new-chain", "--format", "atproto", "--key-type", "k256")
 	if code != 0 || !strings.Contains(out, "did:key:zQ3s") {
 		t.Fatalf("--key-type k256: %d %s %s", code, out, errs)
 	}
@@ -91,6 +111,7 @@ func TestInitAtprotoImportKey(t *testing.T) {
 		{"did without atproto", "go with --new-chain --format atproto", []string{"--did", testPLC}},
 		{"curve against the env line", "names a k256 key", []string{"--format", "atproto", "--import-key", envFile, "--key-type", "p256"}},
 		{"unknown key type", "want p256 or k256", []string{"--format", "atproto", "--key-type", "ed25519"}},
+		{"did-doc without did", "--did-doc goes with --did", []string{"--format", "atproto", "--did-doc", envFile}},
 	} {
 		dir := filepath.Join(t.TempDir(), "d")
 		args := append([]string{"init", "--data", dir, "--new-chain"}, tc.args...)
@@ -101,5 +122,21 @@ func TestInitAtprotoImportKey(t *testing.T) {
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
 			t.Errorf("%s: wrote %s", tc.name, dir)
 		}
+	}
+}
+
+// TestSubmitCARUsage: --car goes alone; a file that is not a repository CAR is refused
+// before anything is submitted (no node runs here).
+func TestSubmitCARUsage(t *testing.T) {
+	dir := t.TempDir()
+	notCAR := filepath.Join(dir, "x.car")
+	if err := os.WriteFile(notCAR, []byte("not a car"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runCLI(t, nil, "", "submit", "--data", dir, "--car", notCAR, "--path", "a/b"); code != 2 || !strings.Contains(errs, "--car goes without") {
+		t.Fatalf("--car with --path: %d %s", code, errs)
+	}
+	if code, _, errs := runCLI(t, nil, "", "submit", "--data", dir, "--car", notCAR); code != 1 || !strings.Contains(errs, "read the repository CAR") {
+		t.Fatalf("--car of a file that is not a CAR: %d %s", code, errs)
 	}
 }
