@@ -19,6 +19,7 @@ import (
 	"github.com/batonhq/baton/signer"
 	"github.com/batonhq/baton/signer/api"
 	"github.com/batonhq/baton/signer/chain/atproto"
+	"github.com/batonhq/baton/signer/chain/atproto/migrate"
 	"github.com/batonhq/baton/signer/device"
 	"github.com/batonhq/baton/signer/node"
 )
@@ -160,7 +161,7 @@ func (c *cli) submitCAR(ctx context.Context, f *apiFlags, file string, w node.Wa
 	if err != nil {
 		return usagef("--car: %v", err)
 	}
-	rp, err := atproto.ReadCARRecords(ctx, fh)
+	rp, err := migrate.ReadCARRecords(ctx, fh)
 	fh.Close()
 	if err != nil {
 		return fmt.Errorf("--car %s: %w", file, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/batonhq/baton/signer"
 	"github.com/batonhq/baton/signer/chain"
 	"github.com/batonhq/baton/signer/chain/atproto"
+	"github.com/batonhq/baton/signer/chain/atproto/migrate"
 	"github.com/batonhq/baton/signer/device"
 	"github.com/batonhq/baton/transport"
 )
@@ -105,7 +106,7 @@ func (c *cli) initCmd() *cobra.Command {
 				if err != nil {
 					return usagef("--did-doc: %v", err)
 				}
-				if err := atproto.CheckDIDDocument(b, *repoDID, k.Chain); err != nil {
+				if err := migrate.CheckDIDDocument(b, *repoDID, k.Chain); err != nil {
 					return fmt.Errorf("--did-doc %s: %w", *didDoc, err)
 				}
 			}

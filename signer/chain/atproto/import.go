@@ -2,7 +2,6 @@ package atproto
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -10,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/bluesky-social/indigo/atproto/atcrypto"
-	"github.com/bluesky-social/indigo/atproto/identity"
 
 	"github.com/batonhq/baton/signer/chain"
 )
@@ -153,31 +151,4 @@ func abbrev(s string) string {
 		return s[:77] + "..."
 	}
 	return s
-}
-
-// ErrDIDDocument: a DID document does not name the chain key as the repository DID's
-// #atproto key.
-var ErrDIDDocument = errors.New("the DID document does not make the chain key the repository's signing key")
-
-// CheckDIDDocument checks a DID document the user fetched (for a did:plc, what
-// https://plc.directory/<did> serves) offline: it is repoDID's, and its #atproto
-// verification method is the chain key keyDID. baton never fetches it: a document
-// passed here may be stale, and the PLC directory stays the authority.
-func CheckDIDDocument(doc []byte, repoDID, keyDID string) error {
-	var d identity.DIDDocument
-	if err := json.Unmarshal(doc, &d); err != nil {
-		return fmt.Errorf("%w: not a DID document: %v", ErrDIDDocument, err)
-	}
-	if d.DID.String() != repoDID {
-		return fmt.Errorf("%w: it is the document of %q, not %s", ErrDIDDocument, abbrev(d.DID.String()), repoDID)
-	}
-	ident := identity.ParseIdentity(&d)
-	pub, err := ident.PublicKey()
-	if err != nil {
-		return fmt.Errorf("%w: no usable #atproto key in it: %v", ErrDIDDocument, err)
-	}
-	if got := pub.DIDKey(); got != keyDID {
-		return fmt.Errorf("%w: its #atproto key is %s, not the chain key %s: update the DID (a PLC operation signed with a rotation key) or import that key", ErrDIDDocument, got, keyDID)
-	}
-	return nil
 }
