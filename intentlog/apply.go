@@ -770,10 +770,17 @@ func (a *applier) genesis(idx uint64, e GenesisEntry, data []byte) Result {
 		// A late genesis for a legacy chain must name the chain its commits carry.
 		return a.reject(idx, ReasonBadChain)
 	}
+	head, r := a.genesisHead(e)
+	if r != "" {
+		return a.reject(idx, r)
+	}
 	g := Genesis{Chain: e.Chain, Version: e.Version, TS: e.TS, Retention: e.Retention,
 		MaxIDs: e.MaxIDs, Hash: sha256.Sum256(data), Index: idx}
 	copy(g.Nonce[:], e.Nonce)
 	a.m.Genesis, a.m.Chain = g, e.Chain
+	if head != nil {
+		a.formatWrite(&formatUpdate{head: head})
+	}
 	a.advance(e.TS)
 	a.events = append(a.events, GenesisApplied{Genesis: g})
 	a.changed = true

@@ -125,6 +125,9 @@ func Encode(e Entry) ([]byte, error) {
 		w.varint(e.TS)
 		w.varint(e.Retention)
 		w.uvarint(e.MaxIDs)
+		if e.Repo != "" {
+			w.str(e.Repo)
+		}
 	default:
 		return nil, fmt.Errorf("encode entry: unknown entry type %T", e)
 	}
@@ -335,8 +338,14 @@ func decodeV2(body []byte) (Entry, error) {
 	case kindCommit:
 		e = CommitEntry{Raw: r.bytes()}
 	case kindGenesis:
-		e = GenesisEntry{Chain: r.str(), Version: r.uvarint(), Nonce: r.bytes(), TS: r.varint(),
+		g := GenesisEntry{Chain: r.str(), Version: r.uvarint(), Nonce: r.bytes(), TS: r.varint(),
 			Retention: r.varint(), MaxIDs: r.uvarint()}
+		if r.err == nil && len(r.b) > 0 { // Repo, written only when set
+			if g.Repo = r.str(); r.err == nil && g.Repo == "" {
+				r.fail("genesis repo present but empty")
+			}
+		}
+		e = g
 	default:
 		if r.err == nil {
 			return nil, fmt.Errorf("%w: unknown kind %d", ErrMalformed, k)

@@ -23,6 +23,38 @@ func sampleEntries() []Entry {
 		CommitEntry{Raw: []byte{}},
 		GenesisEntry{Chain: "did:key:z6Mk", Version: 1, Nonce: bytes.Repeat([]byte{7}, 16), TS: 1_700_000_000_000, Retention: 86_400_000, MaxIDs: 1 << 20},
 		GenesisEntry{Chain: "", Version: 0, Nonce: []byte{}, TS: -1},
+		GenesisEntry{Chain: "did:key:zQ3sh", Version: 3, Nonce: bytes.Repeat([]byte{9}, 16), TS: 5, Repo: "did:plc:ewvi7nxzyoun6zhxrhs64oiz"},
+	}
+}
+
+// TestGenesisRepoCodec: a genesis written before Repo existed (bytes of that build)
+// decodes to the same entry with no Repo and re-encodes to the same bytes (so its
+// genesis hash is unchanged); a Repo is encoded after MaxIDs, only when set: a present
+// but empty one is not canonical and refused.
+func TestGenesisRepoCodec(t *testing.T) {
+	old, _ := hex.DecodeString("0307116469643a6b65793a7a446e61655469713403100707070707070707070707070707070780a0abfef96280f0b2528080406a49e305")
+	e, err := Decode(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := GenesisEntry{Chain: "did:key:zDnaeTiq4", Version: 3, Nonce: bytes.Repeat([]byte{7}, 16), TS: 1_700_000_000_000, Retention: 86_400_000, MaxIDs: 1 << 20}
+	if !reflect.DeepEqual(e, want) {
+		t.Fatalf("old genesis decodes to %#v", e)
+	}
+	if again, _ := Encode(e); !bytes.Equal(again, old) {
+		t.Fatalf("old genesis re-encodes to %x", again)
+	}
+	with := want
+	with.Repo = "did:plc:ewvi7nxzyoun6zhxrhs64oiz"
+	b, _ := Encode(with)
+	if !bytes.Equal(b[:len(old)-crcSize], old[:len(old)-crcSize]) {
+		t.Fatal("a genesis with a repo does not extend the bytes of one without")
+	}
+	body := append([]byte{}, old[:len(old)-crcSize]...)
+	w := &wbuf{b: append(body, 0)} // a Repo of length 0
+	w.seal()
+	if _, err := Decode(w.b); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("a present but empty repo: %v", err)
 	}
 }
 

@@ -179,6 +179,52 @@ func RegisterIntentRule(f uint64, rule func(Intent) error) {
 	intentRules[f] = rule
 }
 
+// genesisRules are the formats' rules for a genesis that names the chain's state
+// (GenesisEntry.Repo), registered once at init like the intent rules.
+var (
+	genesisRulesMu sync.RWMutex
+	genesisRules   = map[uint64]func(repo string) ([]byte, error){}
+)
+
+// RegisterGenesisRule makes the apply accept a genesis of format f that names its
+// state (GenesisEntry.Repo) when rule accepts the name: rule returns the format head
+// the chain starts from (atproto: an empty repository that has its DID), stored with
+// the genesis. rule must be deterministic. A genesis naming its state on a format
+// without a rule, or one rule refuses, is refused (ReasonBadEntry).
+func RegisterGenesisRule(f uint64, rule func(repo string) (head []byte, err error)) {
+	genesisRulesMu.Lock()
+	defer genesisRulesMu.Unlock()
+	genesisRules[f] = rule
+}
+
+// genesisHead is the format head a genesis naming its state starts the chain with
+// (nil, "" for a genesis that names none; ReasonBadEntry when the name is refused).
+func (a *applier) genesisHead(e GenesisEntry) ([]byte, Reason) {
+	if e.Repo == "" {
+		return nil, ""
+	}
+	genesisRulesMu.RLock()
+	rule := genesisRules[e.Version]
+	genesisRulesMu.RUnlock()
+	if rule == nil || a.get(bMeta, formatHeadKey) != nil {
+		return nil, ReasonBadEntry
+	}
+	head, err := runGenesisRule(rule, e.Repo)
+	if err != nil || head == nil {
+		return nil, ReasonBadEntry
+	}
+	return head, ""
+}
+
+func runGenesisRule(rule func(string) ([]byte, error), repo string) (head []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			head, err = nil, fmt.Errorf("genesis rule panicked: %v", r)
+		}
+	}()
+	return rule(repo)
+}
+
 // formatIntent applies the chain format's intent rule: "" or ReasonBadIntent.
 func (a *applier) formatIntent(in Intent) Reason {
 	if formatRule(a.chainFormat(), in) != nil {

@@ -2,6 +2,7 @@ package intentlog
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"testing"
 )
@@ -75,5 +76,66 @@ func TestFormatDispatch(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestGenesisNamesRepo: a genesis that names its state (Repo) is accepted only on a
+// format whose genesis rule accepts the name, and stores the head the rule gives with
+// the genesis (the first commit's step reads it); a genesis without a name writes no
+// format state; one on baton's format, or a name the rule refuses, is refused and
+// changes nothing.
+func TestGenesisNamesRepo(t *testing.T) {
+	RegisterGenesisRule(CommitFormatAtproto, func(repo string) ([]byte, error) {
+		if repo == "bad" {
+			return nil, errors.New("bad name")
+		}
+		if repo == "boom" {
+			panic("boom")
+		}
+		return []byte("head of " + repo), nil
+	})
+	t.Cleanup(func() {
+		genesisRulesMu.Lock()
+		delete(genesisRules, CommitFormatAtproto)
+		genesisRulesMu.Unlock()
+	})
+	g := GenesisEntry{Chain: testChain, Version: CommitFormatAtproto, Nonce: make([]byte, GenesisNonceLen), TS: 1, Repo: "did:plc:x"}
+	h := newHarness(t)
+	h.mustAccept(g)
+	head := func(h *harness) []byte {
+		var b []byte
+		if err := h.f.ReadFormat(func(st FormatStore) error { b = st.Head(); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if got := head(h); string(got) != "head of did:plc:x" {
+		t.Fatalf("format head after a genesis naming its repo: %q", got)
+	}
+	gv, _ := (&Log{fsm: h.f}).Genesis()
+	raw, _ := Encode(g)
+	if gv.Hash != sha256.Sum256(raw) {
+		t.Fatal("the genesis hash is not its bytes' (with the repo)")
+	}
+	plain := g
+	plain.Repo = ""
+	h2 := newHarness(t)
+	h2.mustAccept(plain)
+	if got := head(h2); got != nil {
+		t.Fatalf("a genesis without a repo wrote format state %q", got)
+	}
+	for _, bad := range []GenesisEntry{
+		func() GenesisEntry { e := g; e.Version = CommitFormatVersion; return e }(),
+		func() GenesisEntry { e := g; e.Repo = "bad"; return e }(),
+		func() GenesisEntry { e := g; e.Repo = "boom"; return e }(),
+	} {
+		h := newHarness(t)
+		before := h.stateDigest()
+		if res := h.apply(bad); res.Accepted || res.Reason != ReasonBadEntry {
+			t.Fatalf("genesis %+v: %v %s", bad, res.Accepted, res.Reason)
+		}
+		if h.stateDigest() != before {
+			t.Fatal("a refused genesis changed the state")
+		}
 	}
 }

@@ -187,6 +187,14 @@ type GenesisEntry struct {
 	// MaxIDs caps the remembered intent IDs (the operator's size budget); 0 means no
 	// cap. New intents get ReasonBacklog rather than evict an ID within the retention.
 	MaxIDs uint64
+	// Repo names the chain's state when the bootstrapper gave it a name of its own: an
+	// atproto repository's DID (did:plc:...), which its first commit must then carry.
+	// Empty: the format's default (atproto: the chain key's did:key). The chain
+	// format's genesis rule (RegisterGenesisRule) checks it and gives the format state
+	// the chain starts from; a genesis naming one on a format without a rule is
+	// refused (ReasonBadEntry). Encoded only when set, after MaxIDs, so that a genesis
+	// without one keeps its bytes (and its hash).
+	Repo string
 
 	v2 bool
 }

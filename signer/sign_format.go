@@ -113,20 +113,32 @@ func (l *Loop) signAtproto(v intentlog.View, cm chain.Commit) ([]byte, error) {
 var errRepoMoved = errors.New("atproto: the applied repository is not the applied head's (the state moved while reading): retry")
 
 // CheckChainDID checks that did names a chain key some commit format signs with: an
-// Ed25519 did:key (baton's format) or a P-256 did:key (atproto).
+// Ed25519 did:key (baton's format) or a P-256 or K-256 did:key (atproto).
 func CheckChainDID(did string) error {
 	_, err := ChainFormatOfDID(did)
 	return err
 }
 
+// CheckRepoDID checks that a chain whose key is chainDID may name its repository
+// repo in its genesis (intentlog.GenesisEntry.Repo): an atproto chain (a P-256 or
+// K-256 chain key) and a did:plc in its exact syntax (atproto.CheckRepoDID; not
+// resolved: that the DID document's #atproto key is the chain key is the user's to
+// make sure of).
+func CheckRepoDID(chainDID, repo string) error {
+	if f, err := ChainFormatOfDID(chainDID); err != nil || f != chain.FormatAtproto {
+		return fmt.Errorf("%w: only an atproto chain (a P-256 or K-256 chain key) names a repository DID", chain.ErrInvalidDID)
+	}
+	return atproto.CheckRepoDID(repo)
+}
+
 // ChainFormatOfDID is the commit format a new chain with this chain key declares in
-// its genesis: baton's for an Ed25519 did:key, atproto's for a P-256 one.
+// its genesis: baton's for an Ed25519 did:key, atproto's for a P-256 or K-256 one.
 func ChainFormatOfDID(did string) (uint64, error) {
 	_, err := chain.ParseDID(did)
 	if err == nil {
 		return chain.FormatBaton, nil
 	}
-	if atproto.IsP256DID(did) {
+	if atproto.IsKeyDID(did) {
 		return chain.FormatAtproto, nil
 	}
 	return 0, err

@@ -131,3 +131,89 @@ func TestLoopSignsAtproto(t *testing.T) {
 		t.Fatalf("maxInFlight on a version-1 chain: %d", got)
 	}
 }
+
+// TestChainFormatOfDID: an Ed25519 did:key is a baton chain, a P-256 or a K-256 one an
+// atproto chain; anything else is refused (a did:plc names a repository, not a
+// chain key).
+func TestChainFormatOfDID(t *testing.T) {
+	ed, _ := chain.GenerateKey(nil)
+	p, _ := atproto.GenerateKeyOf(atproto.KeyTypeP256)
+	k, _ := atproto.GenerateKeyOf(atproto.KeyTypeK256)
+	for did, want := range map[string]uint64{ed.DID(): chain.FormatBaton, p.DID(): chain.FormatAtproto, k.DID(): chain.FormatAtproto} {
+		if got, err := ChainFormatOfDID(did); err != nil || got != want {
+			t.Errorf("%s: format %d, %v; want %d", did, got, err, want)
+		}
+	}
+	for _, did := range []string{"", "did:plc:ewvi7nxzyoun6zhxrhs64oiz", "did:key:zQ3sh", k.DID() + "x"} {
+		if err := CheckChainDID(did); err == nil {
+			t.Errorf("%q accepted as a chain key", did)
+		}
+	}
+}
+
+// TestAtprotoGenesisRepoDID: on a K-256 chain whose genesis names a did:plc, the loop
+// signs the first commit with that DID (not the chain key's did:key), the apply
+// refuses a first commit with any other DID (bad_repo), later commits keep it, and
+// indigo accepts the chain. A genesis naming a malformed did:plc is refused.
+func TestAtprotoGenesisRepoDID(t *testing.T) {
+	const plc = "did:plc:ewvi7nxzyoun6zhxrhs64oiz"
+	k, err := atproto.GenerateKeyOf(atproto.KeyTypeK256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
+	g := intentlog.GenesisEntry{Chain: k.DID(), Version: intentlog.CommitFormatAtproto,
+		Nonce: bytes.Repeat([]byte{1}, intentlog.GenesisNonceLen), TS: t0.UnixMilli(), Repo: plc}
+	bad := newFSMRun(t)
+	bg := g
+	bg.Repo = "did:plc:ewvi7nxzyoun6zhxrhs64oi0"
+	if res := bad.apply(bg); res.Accepted || res.Reason != intentlog.ReasonBadEntry {
+		t.Fatalf("genesis naming a malformed did:plc: %v %s", res.Accepted, res.Reason)
+	}
+	r := newFSMRun(t)
+	r.commits = map[uint64][]byte{}
+	if res := r.apply(g); !res.Accepted {
+		t.Fatalf("genesis: %s", res.Reason)
+	}
+	if res := r.apply(intentlog.ClaimEntry{Holder: "peerA", Epoch: 1, TS: t0.UnixMilli(), TTL: 5000}); !res.Accepted {
+		t.Fatalf("claim: %s", res.Reason)
+	}
+	clk := election.NewManualClock(t0)
+	l := &Loop{cfg: LoopConfig{Key: k, Log: fsmChainLog{r: r}, Clock: clk, MaxInFlight: 1}, did: k.DID()}
+	commit := func(id, rkey string) chain.Commit {
+		v := r.f.View()
+		cm := chain.Commit{Seq: v.Head.Seq + 1, Epoch: 1, Signer: "peerA", Time: clk.Now().UnixMilli(),
+			Ops: Ops([]intentlog.Intent{{ID: id, Op: intentlog.OpPut, Path: "app.bsky.feed.post/" + rkey, Value: post(t, id)}})}
+		if v.Head.Seq > 0 {
+			cm.Prev = append([]byte(nil), v.Head.Hash[:]...)
+		}
+		return cm
+	}
+	// A first commit under the chain key's did:key (what the holder signed before the
+	// genesis could name a repository) is refused.
+	wrong, err := atproto.Propose(k, atproto.MemBlocks{}, atproto.Head{}, commit("w", "3l3qo2vut0000"), k.DID(), "3l3qo2vut2222")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := r.apply(intentlog.CommitEntry{Raw: wrong}); res.Accepted || res.Reason != intentlog.ReasonBadRepo {
+		t.Fatalf("first commit under the did:key: %v %s", res.Accepted, res.Reason)
+	}
+	for i, rkey := range []string{"3l3qo2vut0001", "3l3qo2vut0002"} {
+		clk.Advance(time.Second)
+		cm := commit(rkey, rkey)
+		raw, err := l.signCommit(r.f.View(), cm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := r.apply(intentlog.CommitEntry{Raw: raw}); !res.Accepted {
+			t.Fatalf("commit %d: %s", i+1, res.Reason)
+		}
+		r.commits[cm.Seq] = raw
+		if e, _ := atproto.DecodeEnvelope(raw); e.Repo.DID != plc {
+			t.Fatalf("commit %d signed for %s, want %s", i+1, e.Repo.DID, plc)
+		}
+	}
+	if _, err := indigocheck.Chain(context.Background(), [][]byte{r.commits[1], r.commits[2]}, k.DID(), clk.Now().Add(time.Minute)); err != nil {
+		t.Fatalf("indigo: %v", err)
+	}
+}

@@ -10,6 +10,18 @@ func init() {
 	intentlog.RegisterIntentRule(chain.FormatAtproto, func(in intentlog.Intent) error {
 		return atproto.CheckOp(chain.Op{ID: in.ID, Kind: chain.Kind(in.Op), Path: in.Path, Value: in.Value})
 	})
+	intentlog.RegisterGenesisRule(chain.FormatAtproto, AtprotoGenesisHead)
+}
+
+// AtprotoGenesisHead is the repository an atproto chain whose genesis names its
+// repository DID (GenesisEntry.Repo, a did:plc) starts from: empty, with that DID,
+// so that the first commit must carry it (Apply checks a commit's DID against the
+// head's) and the holder signs with it (signAtproto takes the head's DID).
+func AtprotoGenesisHead(repo string) ([]byte, error) {
+	if err := atproto.CheckRepoDID(repo); err != nil {
+		return nil, err
+	}
+	return atproto.EncodeHead(atproto.Head{DID: repo})
 }
 
 // isAtproto tells an atproto envelope (a CBOR map of 10 keys) from a version-1

@@ -210,10 +210,7 @@ func (c *cli) inviteCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if *withKey && d.Key == nil && d.AnyKey != nil {
-			return fmt.Errorf("%s: an invite cannot carry a P-256 (atproto) chain key yet: copy chain.key to the new device by hand (mode 0600)", *f.data)
-		}
-		if *withKey && d.Key == nil {
+		if *withKey && d.AnyKey == nil {
 			return fmt.Errorf("%s has no chain key to share (a replica)", *f.data)
 		}
 		token, err := device.NewJoinToken()

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -16,6 +18,8 @@ import (
 	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/signer"
 	"github.com/batonhq/baton/signer/api"
+	"github.com/batonhq/baton/signer/chain/atproto"
+	"github.com/batonhq/baton/signer/chain/atproto/migrate"
 	"github.com/batonhq/baton/signer/device"
 	"github.com/batonhq/baton/signer/node"
 )
@@ -25,14 +29,20 @@ again returns the original result and changes nothing (default: a random id, pri
 --wait committed (default) returns once the intent is in the Raft log (it will be
 signed exactly once while a quorum survives); --wait signed returns once the commit that
 contains it is applied on this device (prints its seq and hash). --file - reads stdin.
-Without a quorum nothing can be accepted: the command gives up after --timeout.`
+Without a quorum nothing can be accepted: the command gives up after --timeout.
+On an atproto chain, --car FILE puts every record of a repository CAR (what
+com.atproto.sync.getRepo or ` + "`baton export --car`" + ` gives): an account's records
+brought onto the chain at the same paths with the same CIDs, one intent each, whose id
+is derived from the path and the CID (submitting the CAR again changes nothing). The
+chain's history starts where it started; the CAR's commits are not carried over.`
 
 const submitExample = `  baton submit --data /tmp/b1 --path app.bsky.feed.post/1 --value '{"text":"hi"}'
   baton submit --data /tmp/b1 --id post-2 --path posts/2 --file post.json --wait signed
-  baton submit --data /tmp/b1 --path posts/1 --del`
+  baton submit --data /tmp/b1 --path posts/1 --del
+  baton submit --data /tmp/a1 --car repo.car --wait signed`
 
 func (c *cli) submitCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "submit --path COLLECTION/KEY (--value V | --file F | --del) [--wait signed]",
+	cmd := &cobra.Command{Use: "submit (--path COLLECTION/KEY (--value V | --file F | --del) | --car FILE) [--wait signed]",
 		Short: "submit one intent (put or delete a record)", Long: submitLong, Example: submitExample, Args: noArgs}
 	fs := cmd.Flags()
 	f := c.addAPIFlags(fs, 15*time.Second, "waiting for the node (no quorum: nothing is accepted)")
@@ -43,7 +53,18 @@ func (c *cli) submitCmd() *cobra.Command {
 	del := fs.Bool("del", false, "delete the record")
 	wait := fs.String("wait", "committed", "wait until `committed` (in the Raft log) or signed")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
+	carFile := fs.String("car", "", "on an atproto chain: put every record of a repository CAR `file` (getRepo's, export --car's)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if *carFile != "" {
+			if *path != "" || *value != "" || *file != "" || *del || *id != "" || *asJSON {
+				return usagef("--car goes without --path, --value, --file, --del, --id and --json")
+			}
+			w, err := parseWait(*wait)
+			if err != nil {
+				return err
+			}
+			return c.submitCAR(cmd.Context(), f, *carFile, w)
+		}
 		if *path == "" {
 			return usagef("--path is required")
 		}
@@ -56,14 +77,9 @@ func (c *cli) submitCmd() *cobra.Command {
 		if n != 1 {
 			return usagef("give exactly one of --value, --file or --del")
 		}
-		var w node.Wait
-		switch *wait {
-		case "committed":
-			w = node.WaitCommitted
-		case "signed":
-			w = node.WaitSigned
-		default:
-			return usagef("--wait %q: want committed or signed", *wait)
+		w, err := parseWait(*wait)
+		if err != nil {
+			return err
 		}
 		in := intentlog.Intent{ID: *id, Op: intentlog.OpPut, Path: *path, Value: []byte(*value)}
 		switch {
@@ -125,6 +141,64 @@ func (c *cli) submitCmd() *cobra.Command {
 		return nil
 	}
 	return cmd
+}
+
+func parseWait(s string) (node.Wait, error) {
+	switch s {
+	case "committed":
+		return node.WaitCommitted, nil
+	case "signed":
+		return node.WaitSigned, nil
+	}
+	return 0, usagef("--wait %q: want committed or signed", s)
+}
+
+// submitCAR puts every record of a repository CAR, one intent each (id: "car-" and
+// the first 16 bytes of SHA-256(path, 0, CID) in hex, so that a second run is all
+// duplicates), waiting for each to be committed and for the last as w says.
+func (c *cli) submitCAR(ctx context.Context, f *apiFlags, file string, w node.Wait) error {
+	fh, err := os.Open(file)
+	if err != nil {
+		return usagef("--car: %v", err)
+	}
+	rp, err := migrate.ReadCARRecords(ctx, fh)
+	fh.Close()
+	if err != nil {
+		return fmt.Errorf("--car %s: %w", file, err)
+	}
+	if len(rp.Records) == 0 {
+		return fmt.Errorf("--car %s: the repository of %s holds no records", file, rp.DID)
+	}
+	cl, cctx, done, err := f.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	added, dups := 0, 0
+	var last node.SubmitResult
+	for i, rec := range rp.Records {
+		sum := sha256.Sum256(append(append([]byte(rec.Path), 0), atproto.CIDOf(rec.Value)...))
+		in := intentlog.Intent{ID: "car-" + hex.EncodeToString(sum[:16]), Op: intentlog.OpPut, Path: rec.Path, Value: rec.Value}
+		wi := node.WaitCommitted
+		if i == len(rp.Records)-1 {
+			wi = w
+		}
+		res, err := cl.Submit(cctx, in, wi)
+		if err != nil {
+			return fmt.Errorf("--car: record %d of %d (%s): %w (submitting the CAR again resumes: the records already in are duplicates)", i+1, len(rp.Records), rec.Path, f.apiErr(err))
+		}
+		if res.Duplicate {
+			dups++
+		} else {
+			added++
+		}
+		last = res
+	}
+	fmt.Fprintf(c.stdout, "put %d records of %s (rev %s): %d new, %d already in\n", len(rp.Records), rp.DID, rp.Rev, added, dups)
+	if last.Seq > 0 {
+		fmt.Fprintf(c.stdout, "signed through seq=%d hash=%s\n", last.Seq, last.Hash)
+	}
+	return nil
 }
 
 const tailLong = `Follows the chain: one line per commit as this device applies it (seq, epoch, signer,

@@ -14,6 +14,8 @@ import (
 
 	"github.com/batonhq/baton/signer"
 	"github.com/batonhq/baton/signer/chain"
+	"github.com/batonhq/baton/signer/chain/atproto"
+	"github.com/batonhq/baton/signer/chain/atproto/migrate"
 	"github.com/batonhq/baton/signer/device"
 	"github.com/batonhq/baton/transport"
 )
@@ -27,8 +29,22 @@ const initLong = `Creates this device's data dir (mode 0700) and its keys:
 
 --new-chain makes a new chain key and network key: do this once, on the first device.
 --format atproto makes the chain an atproto repository: a P-256 chain key (did:key
-zDn...), commits in atproto's commit v3 over a Merkle Search Tree, records DAG-CBOR
-(see ` + "`baton export --car`" + `). The format is fixed by the chain's genesis.
+zDn...; --key-type k256 for a K-256 one, zQ3s...), commits in atproto's commit v3
+over a Merkle Search Tree, records DAG-CBOR (see ` + "`baton export --car`" + `). The format
+is fixed by the chain's genesis.
+--import-key FILE takes the chain key of an atproto chain from an existing account
+instead of making one: its #atproto signing key as a multibase private key (z...,
+goat's form), 64 hex characters (a PDS's *_PRIVATE_KEY_HEX setting), the 32 raw bytes
+of the reference PDS's per-account key file (K-256), or one NAME=VALUE line of an env
+file; hex and raw bytes need --key-type (k256 for the reference PDS) unless the NAME
+says K256 or P256.
+--did DID names the repository with a did:plc the account already has (default: the
+chain key's did:key). The genesis records it and every commit carries it. baton does
+not resolve the DID: make sure its DID document's #atproto key is the chain key (the
+did:key init prints; a PLC operation signed with one of the identity's rotation keys
+changes it). --did-doc FILE checks a DID document you fetched (for a did:plc,
+https://plc.directory/DID) before anything is written: its #atproto key must be the
+chain key.
 --from takes the network key (and the chain key, if present) from:
   a file holding an invite printed by ` + "`baton invite`" + ` on a running device (or - for stdin),
   another device's data dir (or a backup of it) holding network.key and chain.key,
@@ -39,6 +55,7 @@ overwritten. Most new devices skip init: ` + "`baton join --invite-file F`" + ` 
 
 const initExample = `  baton init --data ~/.baton --new-chain
   baton init --data ~/.baton --new-chain --format atproto
+  baton init --data ~/.baton --new-chain --format atproto --import-key signing.key --key-type k256 --did did:plc:ewvi7nxzyoun6zhxrhs64oiz
   baton init --data /tmp/b2 --from invite.txt
   baton init --data /tmp/b2 --from - < invite.txt
   baton init --data /tmp/b2 --from /tmp/b1`
@@ -56,7 +73,11 @@ func (c *cli) initCmd() *cobra.Command {
 	newChain := fs.Bool("new-chain", false, "create a new chain key and network key (first device only)")
 	from := fs.String("from", "", "take the keys from an invite `file` (- for stdin), a data dir or a network key file")
 	chainDID := fs.String("chain", "", "the chain's did:key, when --from gives only a network key")
-	format := fs.String("format", "baton", "with --new-chain: the commit `format`, baton or atproto (an atproto repository signed with a P-256 key)")
+	format := fs.String("format", "baton", "with --new-chain: the commit `format`, baton or atproto (an atproto repository signed with a P-256 or K-256 key)")
+	keyType := fs.String("key-type", "", "with --format atproto: the chain key's curve, p256 (default for a new key) or k256; for --import-key, the curve of a hex or raw key")
+	importKey := fs.String("import-key", "", "with --format atproto: take the chain key (the account's #atproto signing key) from `file` (- for stdin) instead of making one")
+	repoDID := fs.String("did", "", "with --format atproto: the repository's `did:plc` (default: the chain key's did:key); not resolved")
+	didDoc := fs.String("did-doc", "", "with --did: check the DID document in `file` (fetched by you) names the chain key as #atproto")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if *newChain == (*from != "") {
 			return usagef("give exactly one of --new-chain or --from")
@@ -67,8 +88,29 @@ func (c *cli) initCmd() *cobra.Command {
 		if fs.Changed("format") && !*newChain {
 			return usagef("--format goes with --new-chain (a joining device takes the chain's)")
 		}
+		atprotoFlags := *keyType != "" || *importKey != "" || *repoDID != ""
+		if atprotoFlags && (!*newChain || *format != "atproto") {
+			return usagef("--key-type, --import-key and --did go with --new-chain --format atproto")
+		}
+		if *didDoc != "" && *repoDID == "" {
+			return usagef("--did-doc goes with --did")
+		}
 		var k device.Keys
-		if *newChain {
+		if *newChain && atprotoFlags {
+			var err error
+			if k, err = c.atprotoKeys(*keyType, *importKey, *repoDID); err != nil {
+				return err
+			}
+			if *didDoc != "" {
+				b, err := device.ReadSmall(*didDoc, 64<<10)
+				if err != nil {
+					return usagef("--did-doc: %v", err)
+				}
+				if err := migrate.CheckDIDDocument(b, *repoDID, k.Chain); err != nil {
+					return fmt.Errorf("--did-doc %s: %w", *didDoc, err)
+				}
+			}
+		} else if *newChain {
 			var err error
 			if k, err = device.NewChainKeysFormat(*format); err != nil {
 				return err
@@ -90,6 +132,14 @@ func (c *cli) initCmd() *cobra.Command {
 		if d.AnyKey == nil {
 			fmt.Fprintf(w, "  chain key:        none (this device verifies and replicates but never signs)\n")
 		}
+		if d.Repo != "" {
+			fmt.Fprintf(w, "  repository:       %s\n", d.Repo)
+			if *didDoc != "" {
+				fmt.Fprintf(w, "  DID document:     %s names %s as #atproto (checked offline: keep it so at the PLC directory)\n", *didDoc, d.Chain)
+			} else {
+				fmt.Fprintf(w, "note: baton does not resolve %s: its DID document's #atproto key must be %s, or atproto's software refuses every commit\n", d.Repo, d.Chain)
+			}
+		}
 		fmt.Fprintln(w, "next:")
 		if d.Founder {
 			fmt.Fprintf(w, "  baton run --data %s                          # bootstraps the cluster on its first run\n", *data)
@@ -100,6 +150,45 @@ func (c *cli) initCmd() *cobra.Command {
 		return nil
 	}
 	return cmd
+}
+
+// atprotoKeys makes the keys of a new atproto chain: a chain key of curve keyType
+// made here, or imported from importFile, and the repository DID did (may be "").
+func (c *cli) atprotoKeys(keyType, importFile, did string) (device.Keys, error) {
+	if keyType != "" && keyType != atproto.KeyTypeP256 && keyType != atproto.KeyTypeK256 {
+		return device.Keys{}, usagef("--key-type %q: want %s or %s", keyType, atproto.KeyTypeP256, atproto.KeyTypeK256)
+	}
+	if did != "" {
+		if err := atproto.CheckRepoDID(did); err != nil {
+			return device.Keys{}, usagef("--did: %v", err)
+		}
+	}
+	var k *atproto.Key
+	var err error
+	switch importFile {
+	case "":
+		if keyType == "" {
+			keyType = atproto.KeyTypeP256
+		}
+		k, err = atproto.GenerateKeyOf(keyType)
+	default:
+		var b []byte
+		if importFile == "-" {
+			b, err = io.ReadAll(io.LimitReader(c.stdin, 4096))
+		} else {
+			b, err = device.ReadSmall(importFile, 4096)
+		}
+		if err != nil {
+			return device.Keys{}, fmt.Errorf("--import-key: %w", err)
+		}
+		if k, err = atproto.ImportKey(b, keyType); err != nil {
+			return device.Keys{}, usagef("--import-key %s: %v", importFile, err)
+		}
+	}
+	if err != nil {
+		return device.Keys{}, err
+	}
+	return device.NewAtprotoChainKeys(k, did)
 }
 
 // keysFrom reads keys from an invite file (or stdin), a data dir or a network key

@@ -28,6 +28,45 @@ func SaveTypedKey(path, typ string, seed []byte, did string) error {
 	return saveKeyFile(path, typ, seed, did)
 }
 
+// KnownKeyType reports whether this build reads chain keys of type typ ("ed25519" or a
+// registered type).
+func KnownKeyType(typ string) bool {
+	if typ == "ed25519" {
+		return true
+	}
+	keyTypesMu.RLock()
+	defer keyTypesMu.RUnlock()
+	return keyTypes[typ] != nil
+}
+
+// KeyFromSeed returns the chain key of type typ whose private bytes (the key file's
+// seed) are seed: an *Ed25519Key for "ed25519", else the registered type's key.
+func KeyFromSeed(typ string, seed []byte) (Key, error) {
+	if typ == "ed25519" {
+		return NewEd25519KeyFromSeed(seed)
+	}
+	keyTypesMu.RLock()
+	fromSeed := keyTypes[typ]
+	keyTypesMu.RUnlock()
+	if fromSeed == nil {
+		return nil, fmt.Errorf("key type %q: %w", typ, ErrUnsupportedKeyType)
+	}
+	return fromSeed(seed)
+}
+
+// ReadKeyFileSeed reads a chain key file as LoadAnyKey does and also returns its type
+// and its seed (the private key's bytes: what an invite with the chain key carries).
+func ReadKeyFileSeed(path string) (k Key, typ string, seed []byte, err error) {
+	kf, err := readKeyFile(path)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if k, seed, err = keyOfFile(path, kf); err != nil {
+		return nil, "", nil, err
+	}
+	return k, kf.Type, seed, nil
+}
+
 // LoadAnyKey reads a chain key file of any registered type (an Ed25519 key as
 // LoadKey does). The did the file records must be the key's.
 func LoadAnyKey(path string) (Key, error) {
@@ -35,25 +74,31 @@ func LoadAnyKey(path string) (Key, error) {
 	if err != nil {
 		return nil, err
 	}
-	if kf.Type == "ed25519" {
-		return ed25519FromFile(path, kf)
-	}
-	keyTypesMu.RLock()
-	fromSeed := keyTypes[kf.Type]
-	keyTypesMu.RUnlock()
-	if fromSeed == nil {
-		return nil, fmt.Errorf("%w %s: key type %q: %w", ErrKeyFile, path, kf.Type, ErrUnsupportedKeyType)
+	k, _, err := keyOfFile(path, kf)
+	return k, err
+}
+
+func keyOfFile(path string, kf *keyFile) (Key, []byte, error) {
+	if !KnownKeyType(kf.Type) {
+		return nil, nil, fmt.Errorf("%w %s: key type %q: %w", ErrKeyFile, path, kf.Type, ErrUnsupportedKeyType)
 	}
 	seed, err := base64.StdEncoding.DecodeString(kf.Seed)
 	if err != nil {
-		return nil, fmt.Errorf("%w %s: seed is not base64: %v", ErrKeyFile, path, err)
+		return nil, nil, fmt.Errorf("%w %s: seed is not base64: %v", ErrKeyFile, path, err)
 	}
-	k, err := fromSeed(seed)
+	if kf.Type == "ed25519" {
+		k, err := ed25519FromFile(path, kf)
+		if err != nil {
+			return nil, nil, err // not a typed nil in the interface
+		}
+		return k, seed, nil
+	}
+	k, err := KeyFromSeed(kf.Type, seed)
 	if err != nil {
-		return nil, fmt.Errorf("%w %s: %v", ErrKeyFile, path, err)
+		return nil, nil, fmt.Errorf("%w %s: %v", ErrKeyFile, path, err)
 	}
 	if kf.DID != k.DID() {
-		return nil, fmt.Errorf("%w %s: recorded did %q does not match the key's %q (corrupt file?)", ErrKeyFile, path, abbrev(kf.DID), k.DID())
+		return nil, nil, fmt.Errorf("%w %s: recorded did %q does not match the key's %q (corrupt file?)", ErrKeyFile, path, abbrev(kf.DID), k.DID())
 	}
-	return k, nil
+	return k, seed, nil
 }

@@ -15,11 +15,11 @@ import (
 )
 
 // Config returns the node.Config of the device: DataDir, PSK, Chain, ChainKey (none
-// on a replica) and Bootstrap for the device that founded the chain (a no-op once
-// Raft state exists). Set the rest (ListenAddrs, TTL, Tick, Logger, ...) before
+// on a replica), and Bootstrap and RepoDID for the device that founded the chain (a
+// no-op once Raft state exists). Set the rest (ListenAddrs, TTL, Tick, Logger, ...) before
 // node.Start.
 func (d *Device) Config() node.Config {
-	cfg := node.Config{DataDir: d.Dir, PSK: d.PSK, Chain: d.Chain, Bootstrap: d.Founder}
+	cfg := node.Config{DataDir: d.Dir, PSK: d.PSK, Chain: d.Chain, Bootstrap: d.Founder, RepoDID: d.Repo}
 	if d.AnyKey != nil {
 		cfg.ChainKey = d.AnyKey // never a nil *Ed25519Key in the interface
 	}

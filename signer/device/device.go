@@ -2,7 +2,6 @@ package device
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/pnet"
@@ -39,6 +37,9 @@ type Doc struct {
 	// Signer: created with the chain key (true) or as a replica (false). Absent in a
 	// device.json written before it was recorded (see Open).
 	Signer *bool `json:"signer,omitempty"`
+	// Repo: on an atproto chain, the repository DID (a did:plc) the genesis names when
+	// this device, the founder, writes it. Absent: the chain key's did:key.
+	Repo string `json:"repo,omitempty"`
 }
 
 // Device is an opened data dir.
@@ -53,8 +54,10 @@ type Device struct {
 	// not the founder): it never signs. baton run says so at start.
 	Replica bool
 	// AnyKey is the chain key whatever its type (Key is the same key when it is
-	// Ed25519; a P-256 key of an atproto chain is only here).
+	// Ed25519; a P-256 or K-256 key of an atproto chain is only here).
 	AnyKey chain.Key
+	// Repo is the repository DID the founder's genesis names (Doc.Repo); "" otherwise.
+	Repo string
 }
 
 // Keys is what Create writes besides the identity.
@@ -68,8 +71,12 @@ type Keys struct {
 	// (init --from a data dir or a backup, an invite with the key), so that the copy
 	// can not bootstrap a second history of the chain.
 	History []byte
-	// AnyKey: optional, a chain key of another type (P-256: an atproto chain); Key nil.
+	// AnyKey: optional, a chain key of another type (P-256 or K-256: an atproto
+	// chain); Key nil.
 	AnyKey chain.Key
+	// Repo: optional, on a new atproto chain (Founder), the repository DID its genesis
+	// names (a did:plc the user has; signer.CheckRepoDID). Not resolved.
+	Repo string
 }
 
 // ReadHistory reads the history marker beside a chain key in dir (nil when there is
@@ -123,7 +130,12 @@ func Open(dir string) (*Device, error) {
 	if err := signer.CheckChainDID(doc.Chain); err != nil {
 		return nil, fmt.Errorf("%s: chain: %w", filepath.Join(dir, DeviceFile), err)
 	}
-	d := &Device{Dir: dir, Chain: doc.Chain, Founder: doc.First}
+	if doc.Repo != "" {
+		if err := signer.CheckRepoDID(doc.Chain, doc.Repo); err != nil {
+			return nil, fmt.Errorf("%s: repo: %w", filepath.Join(dir, DeviceFile), err)
+		}
+	}
+	d := &Device{Dir: dir, Chain: doc.Chain, Founder: doc.First, Repo: doc.Repo}
 	if d.PSK, err = transport.ReadPSKFile(filepath.Join(dir, NetworkKeyFile)); err != nil {
 		return nil, fmt.Errorf("network key: %w", err)
 	}
@@ -183,6 +195,14 @@ func Create(dir string, k Keys) (_ *Device, err error) {
 	if len(k.PSK) != transport.PSKSize {
 		return nil, fmt.Errorf("network key: want %d bytes, got %d", transport.PSKSize, len(k.PSK))
 	}
+	if k.Repo != "" && !k.Founder {
+		return nil, fmt.Errorf("a repository DID is named by the genesis, which only a new chain's first device writes")
+	}
+	if k.Repo != "" {
+		if err := signer.CheckRepoDID(k.Chain, k.Repo); err != nil {
+			return nil, fmt.Errorf("repository DID: %w", err)
+		}
+	}
 	for _, f := range []string{DeviceFile, NetworkKeyFile, ChainKeyFile, node.GenesisFileName} {
 		if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
 			return nil, fmt.Errorf("%s: %w (keys are never overwritten; use another data dir)", filepath.Join(dir, f), ErrExists)
@@ -227,7 +247,7 @@ func Create(dir string, k Keys) (_ *Device, err error) {
 		return nil, fmt.Errorf("write network key: %w", err)
 	}
 	signer := k.Key != nil || k.AnyKey != nil
-	doc, err := json.MarshalIndent(Doc{Version: 1, Chain: k.Chain, First: k.Founder, Signer: &signer}, "", "  ")
+	doc, err := json.MarshalIndent(Doc{Version: 1, Chain: k.Chain, First: k.Founder, Signer: &signer, Repo: k.Repo}, "", "  ")
 	if err != nil {
 		return nil, err
 	}
@@ -238,34 +258,22 @@ func Create(dir string, k Keys) (_ *Device, err error) {
 	return Open(dir)
 }
 
-// ChainKeySeed returns the seed of the device's chain key (what an invite with the
-// chain key carries), read back from chain.key and checked against its did.
-func (d *Device) ChainKeySeed() ([]byte, error) {
-	if d.Key == nil && d.AnyKey != nil {
-		return nil, fmt.Errorf("%s: an invite cannot carry a %T chain key yet: copy chain.key by hand", d.Dir, d.AnyKey)
-	}
-	if d.Key == nil {
-		return nil, fmt.Errorf("%s has no chain key (a replica)", d.Dir)
+// ChainKeySeed returns the type and seed (the private key's bytes) of the device's
+// chain key (what an invite with the chain key carries), read back from chain.key and
+// checked against its did.
+func (d *Device) ChainKeySeed() (typ string, seed []byte, err error) {
+	if d.AnyKey == nil {
+		return "", nil, fmt.Errorf("%s has no chain key (a replica)", d.Dir)
 	}
 	path := filepath.Join(d.Dir, ChainKeyFile)
-	raw, err := ReadSmall(path, 4096)
+	k, typ, seed, err := chain.ReadKeyFileSeed(path)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	var doc struct {
-		Seed string `json:"seed"`
+	if k.DID() != d.AnyKey.DID() {
+		return "", nil, fmt.Errorf("%s: the key is %s, the device's %s", path, k.DID(), d.AnyKey.DID())
 	}
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	seed, err := base64.StdEncoding.DecodeString(strings.TrimSpace(doc.Seed))
-	if err != nil {
-		return nil, fmt.Errorf("%s: seed: %w", path, err)
-	}
-	if again, err := chain.NewEd25519KeyFromSeed(seed); err != nil || again.DID() != d.Key.DID() {
-		return nil, fmt.Errorf("%s: seed does not match its did", path)
-	}
-	return seed, nil
+	return typ, seed, nil
 }
 
 func writeFileExcl(path string, data []byte, mode os.FileMode) error {

@@ -16,17 +16,26 @@ func NewChainKeysFormat(format string) (Keys, error) {
 	case "", "baton":
 		return NewChainKeys()
 	case "atproto":
-		k, err := NewChainKeys() // for the network key
-		if err != nil {
-			return Keys{}, err
-		}
 		ak, err := atproto.GenerateKey()
 		if err != nil {
 			return Keys{}, err
 		}
-		return Keys{PSK: k.PSK, Chain: ak.DID(), AnyKey: ak, Founder: true}, nil
+		return NewAtprotoChainKeys(ak, "")
 	}
 	return Keys{}, fmt.Errorf("%w: format %q (want baton or atproto)", chain.ErrUnknownFormat, format)
+}
+
+// NewAtprotoChainKeys makes the keys of a new atproto chain whose chain key is k (a
+// P-256 or K-256 key, made here or imported from a PDS: atproto.ImportKey) and whose
+// repository DID is repo (a did:plc the user has; "": the key's did:key). A network
+// key is made. The did:plc is not resolved: its DID document's #atproto key must be
+// k's did:key for atproto's software to accept the commits.
+func NewAtprotoChainKeys(k *atproto.Key, repo string) (Keys, error) {
+	nk, err := NewChainKeys() // for the network key
+	if err != nil {
+		return Keys{}, err
+	}
+	return Keys{PSK: nk.PSK, Chain: k.DID(), AnyKey: k, Founder: true, Repo: repo}, nil
 }
 
 // saveOtherKey writes a chain key that is not Ed25519.

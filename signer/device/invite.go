@@ -12,6 +12,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/pnet"
 
+	"github.com/batonhq/baton/signer"
 	"github.com/batonhq/baton/signer/chain"
 	"github.com/batonhq/baton/signer/node"
 	"github.com/batonhq/baton/transport"
@@ -23,6 +24,8 @@ import (
 //
 //	{"v":1,"net":"<network key, base64>","chain":"did:key:...",
 //	 "key":"<chain key seed, base64; only with the chain key>",
+//	 "kt":"<the chain key's type, p256 or k256; absent for ed25519>",
+//	 "hist":"<the chain key's history marker, base64; with the key when it has one>",
 //	 "addrs":["/ip4/.../tcp/.../p2p/12D3..."],"token":"<join token, base64url>","exp":<unix s>}
 //
 // It carries secrets (always the network key, optionally the chain key): treat it like
@@ -40,6 +43,7 @@ type inviteDoc struct {
 	Net   string   `json:"net"`
 	Chain string   `json:"chain"`
 	Key   string   `json:"key,omitempty"`
+	KT    string   `json:"kt,omitempty"`   // the chain key's type (chain key file type); absent: ed25519
 	Hist  string   `json:"hist,omitempty"` // the chain key's history marker (base64), with the key
 	Addrs []string `json:"addrs"`
 	Token string   `json:"token"`
@@ -48,14 +52,18 @@ type inviteDoc struct {
 
 // Invite is a decoded, validated invite.
 type Invite struct {
-	PSK     pnet.PSK
-	Chain   string
-	Key     *chain.Ed25519Key // nil unless the invite carries the chain key
-	Addrs   []string          // p2p multiaddrs of members (join seeds)
-	Token   []byte            // the join window's token
+	PSK   pnet.PSK
+	Chain string
+	Key   *chain.Ed25519Key // the chain key when it is Ed25519 and the invite carries it
+	// AnyKey is the chain key the invite carries, whatever its type (an atproto chain's
+	// P-256 or K-256 key); nil without one.
+	AnyKey  chain.Key
+	Addrs   []string // p2p multiaddrs of members (join seeds)
+	Token   []byte   // the join window's token
 	Expires time.Time
-	History []byte // the chain key's history marker (Keys.History); only with Key
+	History []byte // the chain key's history marker (Keys.History); only with AnyKey
 	seed    []byte
+	keyType string // the key file type of AnyKey
 }
 
 // NewJoinToken returns a fresh random join token.
@@ -73,11 +81,11 @@ func NewJoinToken() ([]byte, error) {
 func NewInvite(d *Device, addrs []string, token []byte, exp time.Time, withKey bool) (*Invite, error) {
 	in := &Invite{PSK: d.PSK, Chain: d.Chain, Addrs: addrs, Token: token, Expires: exp.Truncate(time.Second)}
 	if withKey {
-		seed, err := d.ChainKeySeed()
+		typ, seed, err := d.ChainKeySeed()
 		if err != nil {
 			return nil, err
 		}
-		in.Key, in.seed = d.Key, seed
+		in.Key, in.AnyKey, in.seed, in.keyType = d.Key, d.AnyKey, seed, typ
 		if in.History, err = ReadHistory(d.Dir, d.Chain); err != nil {
 			return nil, err
 		}
@@ -95,11 +103,14 @@ func (in *Invite) Encode() (string, error) {
 		Token: base64.RawURLEncoding.EncodeToString(in.Token),
 		Exp:   in.Expires.Unix(),
 	}
-	if in.Key != nil {
+	if in.AnyKey != nil {
 		if in.seed == nil {
 			return "", fmt.Errorf("invite: the chain key's seed is unknown (build the invite with NewInvite)")
 		}
 		doc.Key = base64.StdEncoding.EncodeToString(in.seed)
+		if in.keyType != "ed25519" {
+			doc.KT = in.keyType
+		}
 		if in.History != nil {
 			doc.Hist = base64.StdEncoding.EncodeToString(in.History)
 		}
@@ -156,7 +167,7 @@ func ParseInvite(s string) (*Invite, error) {
 		return nil, fmt.Errorf("%w: network key is not %d bytes of base64", ErrBadInvite, transport.PSKSize)
 	}
 	in.PSK = psk
-	if _, err := chain.ParseDID(doc.Chain); err != nil {
+	if err := signer.CheckChainDID(doc.Chain); err != nil {
 		return nil, fmt.Errorf("%w: chain: %v", ErrBadInvite, err)
 	}
 	if doc.Key != "" {
@@ -164,14 +175,24 @@ func ParseInvite(s string) (*Invite, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: chain key is not base64", ErrBadInvite)
 		}
-		k, err := chain.NewEd25519KeyFromSeed(seed)
+		typ := doc.KT
+		switch {
+		case typ == "":
+			typ = "ed25519"
+		case typ == "ed25519": // written as absent: one encoding per invite
+			return nil, fmt.Errorf("%w: kt %q", ErrBadInvite, typ)
+		case !chain.KnownKeyType(typ):
+			return nil, fmt.Errorf("%w: chain key of type %q (made by a newer baton?)", ErrBadInvite, typ)
+		}
+		k, err := chain.KeyFromSeed(typ, seed)
 		if err != nil {
 			return nil, fmt.Errorf("%w: chain key: %v", ErrBadInvite, err)
 		}
 		if k.DID() != doc.Chain {
 			return nil, fmt.Errorf("%w: chain key does not match the chain %s", ErrBadInvite, doc.Chain)
 		}
-		in.Key, in.seed = k, seed
+		in.AnyKey, in.seed, in.keyType = k, seed, typ
+		in.Key, _ = k.(*chain.Ed25519Key)
 		if doc.Hist != "" {
 			h, err := base64.StdEncoding.DecodeString(doc.Hist)
 			if err != nil {
@@ -182,8 +203,8 @@ func ParseInvite(s string) (*Invite, error) {
 			}
 			in.History = h
 		}
-	} else if doc.Hist != "" {
-		return nil, fmt.Errorf("%w: a history marker without the chain key", ErrBadInvite)
+	} else if doc.Hist != "" || doc.KT != "" {
+		return nil, fmt.Errorf("%w: a history marker or key type without the chain key", ErrBadInvite)
 	}
 	if len(doc.Addrs) == 0 {
 		return nil, fmt.Errorf("%w: no member addresses", ErrBadInvite)
@@ -213,7 +234,7 @@ func (in *Invite) CheckFresh(now time.Time) error {
 
 // Keys returns the keys the invite gives a new device.
 func (in *Invite) Keys() Keys {
-	return Keys{PSK: in.PSK, Chain: in.Chain, Key: in.Key, History: in.History}
+	return Keys{PSK: in.PSK, Chain: in.Chain, Key: in.Key, AnyKey: in.AnyKey, History: in.History}
 }
 
 // JoinConfig returns the node's join settings for this invite.

@@ -236,7 +236,8 @@ func (n *Node) proposeGenesis() error {
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Tick)
 	defer cancel()
 	res, err := n.prop.Propose(ctx, intentlog.GenesisEntry{Chain: n.cfg.Chain, Version: genesisVersion(n.cfg.Chain),
-		Nonce: nonce, TS: n.cfg.Clock.Now().UnixMilli(), Retention: n.cfg.Retention.Milliseconds(), MaxIDs: n.cfg.MaxIDs})
+		Nonce: nonce, TS: n.cfg.Clock.Now().UnixMilli(), Retention: n.cfg.Retention.Milliseconds(), MaxIDs: n.cfg.MaxIDs,
+		Repo: n.cfg.RepoDID})
 	if err != nil {
 		return err
 	}

@@ -57,6 +57,11 @@ type Config struct {
 	// Bootstrap makes this device the first of a new cluster (a no-op when Raft
 	// state exists already).
 	Bootstrap bool
+	// RepoDID, on an atproto chain, is the repository DID the genesis names when this
+	// device writes it (a did:plc the user already has: intentlog.GenesisEntry.Repo);
+	// the first commit then carries it. Optional: without it the repository's DID is
+	// the chain key's did:key. Only the device that writes the genesis reads it.
+	RepoDID string
 	// Join joins an existing cluster on first start (ignored when Raft state exists).
 	Join *JoinConfig
 	// GenesisFile is where this device remembers which history its chain key belongs
@@ -478,6 +483,11 @@ func (c *Config) setDefaults(libp2p bool) error {
 	}
 	if err := signer.CheckChainDID(c.Chain); err != nil {
 		return fmt.Errorf("%w: chain: %w", ErrBadConfig, err)
+	}
+	if c.RepoDID != "" {
+		if err := signer.CheckRepoDID(c.Chain, c.RepoDID); err != nil {
+			return fmt.Errorf("%w: RepoDID: %w", ErrBadConfig, err)
+		}
 	}
 	if c.Bootstrap && c.Join != nil {
 		return fmt.Errorf("%w: Bootstrap and Join are exclusive", ErrBadConfig)

@@ -27,13 +27,22 @@ import (
 // the previous commit's). At
 // failover the old holder's last signed commit is lost; the new holder builds on the
 // applied head and the lost commit is then refused. The records at the end are the
-// ops applied, and every replica has the same repository.
+// ops applied, and every replica has the same repository. Once with a P-256 chain
+// key, once with a K-256 one.
 func TestIndigoAcceptsDrill(t *testing.T) {
-	ctx := context.Background()
-	k, err := GenerateKey()
-	if err != nil {
-		t.Fatal(err)
+	for _, typ := range []string{KeyTypeP256, KeyTypeK256} {
+		t.Run(typ, func(t *testing.T) {
+			k, err := GenerateKeyOf(typ)
+			if err != nil {
+				t.Fatal(err)
+			}
+			indigoDrill(t, k)
+		})
 	}
+}
+
+func indigoDrill(t *testing.T, k *Key) {
+	ctx := context.Background()
 	pub, err := atcrypto.ParsePublicDIDKey(k.DID())
 	if err != nil {
 		t.Fatal(err)

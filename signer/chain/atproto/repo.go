@@ -32,7 +32,7 @@ type Block struct {
 // Head is a repository's state after its last commit; the zero Head is an empty
 // repository (no commit yet).
 type Head struct {
-	DID    string // fixed by the first commit
+	DID    string // the genesis's (an empty head with only a DID), else fixed by the first commit
 	Data   []byte // CID of the MST root
 	Rev    string
 	Commit []byte // CID of the last commit block
