@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -390,13 +389,6 @@ func (l *Log) apply(ctx context.Context, data []byte) (Result, error) {
 	l.fsm.pre.startData(data) // the commit's signature, beside the Raft round (preverify.go)
 	stages.Mark(stages.RaftApply, 0, 0, l.fsm.who)
 	fut := l.raft.Apply(data, timeout)
-	// Let Raft's leader loop, which the hand-over just woke, run before the
-	// verification started above (and the waiter below): Go runs the goroutine woken
-	// last first when this one blocks, and on a busy machine the leader loop then
-	// waited for the whole signature check (~0.1 ms) before it wrote the entry
-	// (the trace's "apply queue to the leader's log write": 0.09 ms, 0.008 with this;
-	// docs/BENCHMARKS.md).
-	runtime.Gosched()
 	if f, ok := ctx.Value(enqueuedKey{}).(func()); ok {
 		f()
 	}
