@@ -83,13 +83,7 @@ func (w *world) injectRepair(a action, dev int) (bool, string) {
 			return false, ""
 		}
 	}
-	w.mu.Lock()
-	busy := w.repairDown != 0 || w.diskDownLocked()
-	if !busy {
-		w.repairDown = dev + 1
-	}
-	w.mu.Unlock()
-	if busy {
+	if !w.takeRepairSlot(dev) {
 		return false, ""
 	}
 	d := w.devs[dev]
@@ -155,13 +149,7 @@ func (w *world) injectRepairBehind(a action, dev int) (bool, string) {
 			return false, "" // every device up and none catching up after a repair
 		}
 	}
-	w.mu.Lock()
-	busy := w.repairDown != 0 || w.diskDownLocked()
-	if !busy {
-		w.repairDown = dev + 1
-	}
-	w.mu.Unlock()
-	if busy {
+	if !w.takeRepairSlot(dev) {
 		return false, ""
 	}
 	done := func() {
@@ -210,6 +198,18 @@ func (w *world) injectRepairBehind(a action, dev int) (bool, string) {
 		done()
 	})
 	return true, detail
+}
+
+// takeRepairSlot marks dev down from a disk fault unless another device is (one at a
+// time, as an operator works); it reports whether it did.
+func (w *world) takeRepairSlot(dev int) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.repairDown != 0 || w.diskDownLocked() {
+		return false
+	}
+	w.repairDown = dev + 1
+	return true
 }
 
 // copyDir copies a data dir (regular files and directories).

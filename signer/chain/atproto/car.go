@@ -42,13 +42,7 @@ func RepoBlocks(bs Blocks, head Head) ([]Block, error) {
 	if head.Commit == nil {
 		return nil, fmt.Errorf("empty repository")
 	}
-	get := func(c []byte) (Block, error) {
-		b, err := bs.Get(c)
-		if err == nil && b == nil {
-			err = fmt.Errorf("block %x missing", c)
-		}
-		return Block{CID: c, Data: b}, err
-	}
+	get := func(c []byte) (Block, error) { return mustGet(bs, c) }
 	commit, err := get(head.Commit)
 	if err != nil {
 		return nil, err
@@ -106,4 +100,13 @@ func sortBlocksKeepFirst(first, rest []Block) []Block {
 		out = append(out, b)
 	}
 	return out
+}
+
+// mustGet reads block c from bs; a block bs does not have is an error.
+func mustGet(bs Blocks, c []byte) (Block, error) {
+	b, err := bs.Get(c)
+	if err == nil && b == nil {
+		err = fmt.Errorf("block %x missing", c)
+	}
+	return Block{CID: c, Data: b}, err
 }

@@ -132,13 +132,7 @@ func RecordProof(bs Blocks, head Head, path string) (bl []Block, recCID []byte, 
 	if head.Commit == nil {
 		return nil, nil, fmt.Errorf("empty repository")
 	}
-	get := func(c []byte) (Block, error) {
-		b, err := bs.Get(c)
-		if err == nil && b == nil {
-			err = fmt.Errorf("block %x missing", c)
-		}
-		return Block{CID: c, Data: b}, err
-	}
+	get := func(c []byte) (Block, error) { return mustGet(bs, c) }
 	commit, err := get(head.Commit)
 	if err != nil {
 		return nil, nil, err
