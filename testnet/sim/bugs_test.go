@@ -173,11 +173,6 @@ var seedRegressions = []struct {
 	// for it; docs/DESIGN.md, "The lease"). Kept so that the count, when it comes back,
 	// meets this seed first.
 	{321503, "a restarted ex-holder stuck behind with the store-time lease count"},
-	// With a runtime.Gosched after handing an entry to Raft (a speed change of
-	// 2026-12-02, reverted for it), a holder paused with commits in flight had 10
-	// signed commits of one hold never applied, over the bound of 9 (refused_bound,
-	// 4 of 6 replays; 0 of 6 without the yield).
-	{331014, "a yield on the proposal path: one hold's signed-but-never-applied commits over the bound"},
 }
 
 func TestSeedRegressions(t *testing.T) {
