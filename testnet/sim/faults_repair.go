@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/batonhq/baton/intentlog"
@@ -78,10 +79,8 @@ func (w *world) injectRepair(a action, dev int) (bool, string) {
 	if a.Kind == FRepairBehind {
 		return w.injectRepairBehind(a, dev)
 	}
-	for o, od := range w.devs {
-		if n, _ := od.node(); o != dev && n != nil && n.State().Rejoin != nil {
-			return false, ""
-		}
+	if w.othersCatchingUp(dev) {
+		return false, ""
 	}
 	if !w.takeRepairSlot(dev) {
 		return false, ""
@@ -124,6 +123,9 @@ func (w *world) injectRepair(a action, dev int) (bool, string) {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		detail += ": " + err.Error()
 	}
+	if a.Kind != FRestore || strings.Contains(detail, "restored") {
+		w.markUnsynced(dev)
+	}
 	w.setUndo(a.ID, func() {
 		w.restart(d)
 		w.mu.Lock()
@@ -148,6 +150,9 @@ func (w *world) injectRepairBehind(a action, dev int) (bool, string) {
 		if n, _ := od.node(); n == nil || n.State().Rejoin != nil {
 			return false, "" // every device up and none catching up after a repair
 		}
+	}
+	if w.othersCatchingUp(dev) {
+		return false, ""
 	}
 	if !w.takeRepairSlot(dev) {
 		return false, ""
@@ -180,6 +185,7 @@ func (w *world) injectRepairBehind(a action, dev int) (bool, string) {
 		if err = node.MarkRejoin(d.dir, "sim repair"); err == nil {
 			err = intentlog.Repair(d.dir)
 		}
+		w.markUnsynced(dev)
 	}
 	for _, o := range upToDate {
 		w.devs[o].crash(false, "", 0)
@@ -198,6 +204,44 @@ func (w *world) injectRepairBehind(a action, dev int) (bool, string) {
 		done()
 	})
 	return true, detail
+}
+
+// markUnsynced records that dev's Raft log was dropped or rolled back.
+func (w *world) markUnsynced(dev int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.unsynced == nil {
+		w.unsynced = map[int]bool{}
+	}
+	w.unsynced[dev] = true
+}
+
+// othersCatchingUp reports whether a device other than dev lost its log and has not
+// been seen caught up since: running with its fence up, or down after losing it. A
+// second log loss then could leave no majority that holds the history (a repair of
+// a majority: every fenced device waits for good, docs/DESIGN.md), which an operator
+// repairing one device at a time does not do. A device seen running with no fence
+// is caught up.
+func (w *world) othersCatchingUp(dev int) bool {
+	busy := false
+	for o, od := range w.devs {
+		if o == dev {
+			continue
+		}
+		n, _ := od.node()
+		fenced := n != nil && n.State().Rejoin != nil
+		w.mu.Lock()
+		switch {
+		case fenced:
+			busy = true
+		case w.unsynced[o] && n != nil:
+			delete(w.unsynced, o) // running, no fence: caught up
+		case w.unsynced[o]:
+			busy = true // down since it lost its log
+		}
+		w.mu.Unlock()
+	}
+	return busy
 }
 
 // takeRepairSlot marks dev down from a disk fault unless another device is (one at a

@@ -393,6 +393,11 @@ type world struct {
 	// repairDown: dev+1 of the device down from a repair, lost-db or restore fault
 	// (faults_repair.go), 0: none; under mu.
 	repairDown int
+	// unsynced: devices whose Raft log a repair, lost-db or restore fault dropped or
+	// rolled back and that have not been seen caught up since (running with no
+	// fence up); under mu. Down or fenced, they hold no copy a repair elsewhere
+	// could count on (faults_repair.go, othersCatchingUp).
+	unsynced map[int]bool
 }
 
 type linkFault struct {
