@@ -17,23 +17,7 @@ import (
 // Raft (heartbeats, a 300 KiB entry, beyond libp2p's default 128 KiB relay limit)
 // and forwarding run over the relayed connection.
 func TestRelayedMembers(t *testing.T) {
-	psk, _ := GeneratePSK()
-	a := newNode(t, psk)
-	if err := a.cluster.Bootstrap(); err != nil {
-		t.Fatal(err)
-	}
-	tc := &testCluster{t: t, psk: psk, nodes: []*node{a}}
-	tc.leader(tc.nodes)
-	token := []byte("join-token-relay")
-	a.host.AllowJoins(token, time.Now().Add(time.Minute), 2)
-	natd := func(n *node) { n.advertise = []string{"/ip4/127.0.0.1/tcp/1"} } // nobody listens there
-	b, c := newNodeWith(t, psk, natd), newNodeWith(t, psk, natd)
-	for _, n := range []*node{b, c} {
-		if err := n.cluster.Join(ctxTimeout(t, patient), []peer.AddrInfo{a.info()}, token, false); err != nil {
-			t.Fatalf("join: %v", err)
-		}
-		tc.nodes = append(tc.nodes, n)
-	}
+	_, tc, a, b, c := relayedTrio(t)
 	relayed := func(from, to *node) bool {
 		ps, err := from.cluster.Peers()
 		if err != nil {
@@ -76,23 +60,7 @@ func TestRelayedMembers(t *testing.T) {
 // a circuit to any other member (before: always refused, so an invite from a member
 // behind a NAT could not be used).
 func TestRelayWindow(t *testing.T) {
-	psk, _ := GeneratePSK()
-	a := newNode(t, psk)
-	if err := a.cluster.Bootstrap(); err != nil {
-		t.Fatal(err)
-	}
-	tc := &testCluster{t: t, psk: psk, nodes: []*node{a}}
-	tc.leader(tc.nodes)
-	token := []byte("join-token-relay")
-	a.host.AllowJoins(token, time.Now().Add(time.Minute), 2)
-	natd := func(n *node) { n.advertise = []string{"/ip4/127.0.0.1/tcp/1"} } // nobody listens there
-	b, c := newNodeWith(t, psk, natd), newNodeWith(t, psk, natd)
-	for _, n := range []*node{b, c} {
-		if err := n.cluster.Join(ctxTimeout(t, patient), []peer.AddrInfo{a.info()}, token, false); err != nil {
-			t.Fatalf("join: %v", err)
-		}
-		tc.nodes = append(tc.nodes, n)
-	}
+	psk, _, a, b, c := relayedTrio(t)
 	a.host.CloseJoin() // a's own window would admit anyone with the key
 	waitFor(t, 30*time.Second, "b and c hold reservations on a", func() bool {
 		return len(b.host.Relays()) == 1 && len(c.host.Relays()) == 1
@@ -225,4 +193,29 @@ func TestDeadDirectBesideRelayClosed(t *testing.T) {
 		st := b.host.probeOf(c.id())
 		return st.ok && st.path == PathRelayed && time.Since(st.lastOK) < 2*time.Second
 	})
+}
+
+// relayedTrio starts member a (bootstrapped, leading) and joins b and c, which
+// advertise only an address nobody listens on (as behind a NAT), so that they reach
+// each other through a only.
+func relayedTrio(t *testing.T) (psk []byte, tc *testCluster, a, b, c *node) {
+	t.Helper()
+	psk, _ = GeneratePSK()
+	a = newNode(t, psk)
+	if err := a.cluster.Bootstrap(); err != nil {
+		t.Fatal(err)
+	}
+	tc = &testCluster{t: t, psk: psk, nodes: []*node{a}}
+	tc.leader(tc.nodes)
+	token := []byte("join-token-relay")
+	a.host.AllowJoins(token, time.Now().Add(time.Minute), 2)
+	natd := func(n *node) { n.advertise = []string{"/ip4/127.0.0.1/tcp/1"} } // nobody listens there
+	b, c = newNodeWith(t, psk, natd), newNodeWith(t, psk, natd)
+	for _, n := range []*node{b, c} {
+		if err := n.cluster.Join(ctxTimeout(t, patient), []peer.AddrInfo{a.info()}, token, false); err != nil {
+			t.Fatalf("join: %v", err)
+		}
+		tc.nodes = append(tc.nodes, n)
+	}
+	return psk, tc, a, b, c
 }
