@@ -189,3 +189,11 @@ func TestSeedRegressions(t *testing.T) {
 		}
 	}
 }
+
+// TestFaultsStillRunningAreFaults: leaders seed 340011 had its two faults (a
+// leaderinflight and a leadercut, each waiting for commits in flight) still running
+// when the fault phase ended; the run was taken for a calm one and the commits the cut
+// refused were a refused_calm violation (2 of 2 replays before the fix).
+func TestFaultsStillRunningAreFaults(t *testing.T) {
+	findsNoBug(t, bugCase{profile: "leaders", first: 340011, seeds: 1, kinds: []string{VRefusedCalm}})
+}
