@@ -225,7 +225,9 @@ type LoopStats struct {
 	Reproposed    uint64
 	// SettledLocally counts refusals whose head was at or past the commit's seq,
 	// settled from the local chain instead of believed (refused.go, settleLocally):
-	// the answers to resent copies of commits that applied, among others.
+	// the answers to resent copies of commits that applied, among others; and
+	// refused commits the local chain shows applied by a later copy
+	// (refusedYetApplied).
 	SettledLocally uint64
 	// Queued and InFlight are the submissions waiting at this holder and the
 	// commits it has proposed and not yet seen applied locally, at the last step.

@@ -205,3 +205,28 @@ func (l *Loop) Unfit() error {
 	}
 	return nil
 }
+
+// refusedYetApplied handles a commit the leader's apply refused that the local chain
+// holds at its seq. That is a divergence only when the local replica applied it in the
+// very entry whose apply refused it. Copies of a commit's bytes are not rare: the
+// transport resends a commit after a leader change, and the loop proposes an unsure
+// commit again; a copy that reached the log before the commit's predecessor is
+// refused (bad_prev or bad_seq, the head behind the commit's prev) while a later copy
+// applies (the simulator's seeds 341617 and 363209). The entry that applied it is the
+// one that first accepted its carried ops (IntentStatus); a commit that carries none
+// (pending ops only) cannot be told apart, and is taken as applied, logged: a replica
+// whose state differs from the others' is also found by the digest checks.
+func (l *Loop) refusedYetApplied(c *inflight) {
+	st, ok, err := l.firstStatus(c)
+	switch {
+	case l.knobs().TrustRefusal || err == nil && ok && st.Index == c.refusedAt:
+		l.diverged(fmt.Errorf("the local replica applied commit seq %d epoch %d (index %d), which the leader's apply refused at index %d: this replica's state differs from the others'", c.seq, c.epoch, st.Index, c.refusedAt))
+	case err != nil || !ok:
+		l.log.Warn("a commit the leader refused applied on the local replica; which entry applied it is unknown, taken as another copy",
+			"seq", c.seq, "epoch", c.epoch, "refused_at", c.refusedAt, "err", err)
+	default:
+		l.count(func(st *LoopStats) { st.SettledLocally++ })
+		l.log.Info("a commit the leader refused applied on the local replica in a later copy", "seq", c.seq, "epoch", c.epoch,
+			"refused_at", c.refusedAt, "applied_at", st.Index)
+	}
+}

@@ -348,3 +348,124 @@ func TestRefusalAtOrBelowHeadSettledLocally(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusalBehindHeadThenAppliedNoFalseAlarm (issue 19.5, the simulator's seeds
+// 341617 and 363209): a copy of seq 2 reaches the log before seq 1 and is refused with
+// the head behind its prev; seq 1 applies, then another copy of seq 2 applies. The loop
+// is told "refused", and its replica then applies the commit: not a divergence, since
+// the entry that applied it is not the one that refused it. Main raised the alarm (the
+// old rule is kept behind TrustRefusal, which the simulator's knob uses).
+func TestRefusalBehindHeadThenAppliedNoFalseAlarm(t *testing.T) {
+	for _, old := range []bool{false, true} {
+		name := "fixed"
+		if old {
+			name = "old-false-alarm"
+		}
+		t.Run(name, func(t *testing.T) {
+			var alarms atomic.Int32
+			c, spy := spyCluster(t, &knobs.Signer{TrustRefusal: old}, func(o *clusterOpts) {
+				inner := o.loop
+				o.loop = func(d *clusterDev, cfg *LoopConfig) {
+					inner(d, cfg)
+					cfg.MaxBatchCount = 1 // one commit per intent
+					cfg.Diverged = func(error) { alarms.Add(1) }
+				}
+			})
+			l := c.devs[0].loop
+			dev := c.devs[0]
+			refusedA := make(chan struct{})
+			var firstOne, firstTwo sync.Once
+			var copyA, copyB intentlog.Result
+			spy.before = func(ctx context.Context, raw []byte) (intentlog.Result, error, bool) {
+				cm, _ := chain.Decode(raw)
+				handled := false
+				var res intentlog.Result
+				var err error
+				switch cm.Seq {
+				case 1:
+					firstOne.Do(func() {
+						handled = true
+						// Let the loop go on to seq 2 (an entry of this proposal is
+						// queued), but keep seq 1 out of the log until a copy of seq 2
+						// has been refused. The entry queued is one the apply refuses
+						// (nothing pending for the loop to sign).
+						filler := intentlog.IntentsEntry{Intents: []intentlog.Intent{{ID: "filler\u0001", Op: intentlog.OpPut, Path: "app.test/filler"}}}
+						if _, err = spy.fwdLog.Propose(ctx, filler); err != nil {
+							return
+						}
+						select {
+						case <-refusedA:
+						case <-ctx.Done():
+							err = ctx.Err()
+							return
+						}
+						res, err = spy.fwdLog.Propose(ctx, intentlog.CommitEntry{Raw: raw})
+					})
+				case 2:
+					firstTwo.Do(func() {
+						handled = true
+						v := dev.log.View()
+						spy.frozen.Store(&v) // the loop sees its replica only after the answer
+						defer func() {
+							steps := l.Stats().Steps
+							go func() {
+								deadline := time.Now().Add(5 * time.Second)
+								for l.Stats().Steps <= steps+1 && time.Now().Before(deadline) {
+									<-time.After(time.Millisecond)
+								}
+								spy.frozen.Store(nil)
+								l.Wake()
+							}()
+						}()
+						if copyA, err = spy.fwdLog.Propose(ctx, intentlog.CommitEntry{Raw: raw}); err != nil {
+							return
+						}
+						close(refusedA)
+						for dev.log.View().Head.Seq < 1 && ctx.Err() == nil {
+							w := dev.log.Watch()
+							if dev.log.View().Head.Seq >= 1 {
+								break
+							}
+							select {
+							case <-w:
+							case <-ctx.Done():
+							}
+						}
+						// A copy the transport resent applies after seq 1.
+						copyB, _ = spy.fwdLog.Propose(context.WithoutCancel(ctx), intentlog.CommitEntry{Raw: raw})
+						res = copyA
+					})
+				}
+				return res, err, handled
+			}
+			ts := make([]*Ticket, 0, 2)
+			for _, in := range intents(0, 2) {
+				tk, err := l.Add(in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ts = append(ts, tk)
+			}
+			outs := waitTickets(t, ts...)
+			if copyA.Accepted || copyA.Head.Seq >= 1 || !copyB.Accepted {
+				t.Fatalf("the order did not happen: copy A %+v, copy B %+v", copyA, copyB)
+			}
+			waitFor(t, "the commits settled", func() bool { return l.Stats().InFlight == 0 && l.Stats().Steps > 0 })
+			if old {
+				waitFor(t, "the old false alarm", func() bool { return alarms.Load() > 0 })
+				return
+			}
+			for i, o := range outs {
+				if o.Err != nil || o.Seq != uint64(i+1) {
+					t.Fatalf("outcome %d: %+v", i, o)
+				}
+			}
+			if n := alarms.Load(); n != 0 {
+				t.Fatalf("%d divergence alarms on a healthy replica", n)
+			}
+			if st := l.Stats(); st.CommitsRejected != 1 || st.SettledLocally != 1 {
+				t.Fatalf("stats %+v", st)
+			}
+		})
+	}
+}

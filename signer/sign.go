@@ -200,10 +200,11 @@ type inflight struct {
 	res       intentlog.Result
 	err       error
 
-	applied  bool          // accepted (by an answer, or the local chain holds it)
-	refused  bool          // the leader's apply refused it (an answer)
-	unsure   bool          // the last proposal's outcome is unknown: propose it again
-	lastSent time.Duration // mono of the last proposal (re-proposals wait a tick)
+	applied   bool          // accepted (by an answer, or the local chain holds it)
+	refused   bool          // the leader's apply refused it (an answer)
+	refusedAt uint64        // the index of the entry whose apply refused it
+	unsure    bool          // the last proposal's outcome is unknown: propose it again
+	lastSent  time.Duration // mono of the last proposal (re-proposals wait a tick)
 
 	content  *intentlog.Result // the apply refused it for its content (refused.go)
 	analysed bool              // its offending ops were answered and dropped
@@ -580,7 +581,7 @@ func (l *Loop) collect(s *signer) {
 				l.markDead(c.epoch)
 			}
 		default:
-			c.refused = true
+			c.refused, c.refusedAt = true, res.Index
 			l.count(func(st *LoopStats) { st.CommitsRejected++; st.Rejections[res.Reason]++ })
 			if !FenceReason(res.Reason) {
 				if !l.knobs().ResignRefused {
@@ -659,7 +660,7 @@ func (l *Loop) resolve(s *signer, v intentlog.View) {
 			}
 			if h == c.hash {
 				if c.refused {
-					l.diverged(fmt.Errorf("the local replica applied commit seq %d epoch %d, which the leader's apply refused: this replica's state differs from the others'", c.seq, c.epoch))
+					l.refusedYetApplied(c)
 				}
 				if !c.applied {
 					c.applied = true

@@ -326,15 +326,16 @@ func TestLoopReportsDivergence(t *testing.T) {
 			return intentlog.Result{}, nil, false
 		}
 		handled := false
+		var local intentlog.Result
 		once.Do(func() {
-			h.log.apply(e) // the local replica accepts it...
+			local = h.log.apply(e) // the local replica accepts it...
 			handled = true
 		})
 		if !handled {
 			return intentlog.Result{}, nil, false
 		}
-		// ...and the leader, whose state differs, refused it.
-		return intentlog.Result{Reason: intentlog.ReasonBadPrev}, nil, true
+		// ...and the leader, whose state differs, refused the same entry.
+		return intentlog.Result{Index: local.Index, Reason: intentlog.ReasonBadPrev}, nil, true
 	})
 	h.start()
 	h.add(intents(0, 1)...)

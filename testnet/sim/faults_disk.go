@@ -73,15 +73,19 @@ func (w *world) injectDisk(a action, dev int) (bool, string) {
 	if d.isRemoved() || w.voters() < 3 || w.diskDown() {
 		return false, ""
 	}
-	w.mu.Lock()
-	repairing := w.repairDown != 0 // one device at a time down from its disk (faults_repair.go)
-	w.mu.Unlock()
-	if repairing {
+	// One device at a time down from its disk, as an operator works: not while
+	// another is (faults_repair.go), nor while another that lost its log has not
+	// caught up (seed 340098: a disk fault on a second and a third device within
+	// 3 s of a first one's repair left no majority holding the history). The slot
+	// is held until this device is started again or marked diskBad (diskDown).
+	if n, _ := d.node(); n == nil || d.paused() || w.othersCatchingUp(dev) || !w.takeRepairSlot(dev) {
 		return false, ""
 	}
-	if n, _ := d.node(); n == nil || d.paused() {
-		return false, ""
-	}
+	defer func() {
+		w.mu.Lock()
+		w.repairDown = 0
+		w.mu.Unlock()
+	}()
 	if !d.crash(false, "", 0) {
 		return false, ""
 	}
@@ -166,6 +170,7 @@ func (w *world) repairDisk(d *device) {
 		}
 	}
 	w.ev.add(d.idx, "repair", "repaired")
+	w.markUnsynced(d.idx)
 	d.mu.Lock()
 	d.diskBad, d.joins = false, true
 	d.mu.Unlock()

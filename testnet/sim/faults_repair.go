@@ -206,22 +206,34 @@ func (w *world) injectRepairBehind(a action, dev int) (bool, string) {
 	return true, detail
 }
 
-// markUnsynced records that dev's Raft log was dropped or rolled back.
+// markUnsynced records that dev's Raft log was dropped or rolled back: it catches up
+// once it runs with no fence and has applied what the others had applied now (a
+// device that joins again as a new member, with a fresh raft.db, has no fence to
+// drop).
 func (w *world) markUnsynced(dev int) {
+	var target uint64
+	for o, od := range w.devs {
+		if o == dev {
+			continue
+		}
+		if n, _ := od.node(); n != nil {
+			target = max(target, n.Log().View().AppliedIndex)
+		}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.unsynced == nil {
-		w.unsynced = map[int]bool{}
+		w.unsynced = map[int]uint64{}
 	}
-	w.unsynced[dev] = true
+	w.unsynced[dev] = target
 }
 
 // othersCatchingUp reports whether a device other than dev lost its log and has not
-// been seen caught up since: running with its fence up, or down after losing it. A
-// second log loss then could leave no majority that holds the history (a repair of
-// a majority: every fenced device waits for good, docs/DESIGN.md), which an operator
-// repairing one device at a time does not do. A device seen running with no fence
-// is caught up.
+// been seen caught up since: running with its fence up or behind what the others had
+// applied when it lost its log, or down after losing it. A second log loss then could
+// leave no majority that holds the history (a repair of a majority: every fenced
+// device waits for good, docs/DESIGN.md), which an operator repairing one device at
+// a time does not do.
 func (w *world) othersCatchingUp(dev int) bool {
 	busy := false
 	for o, od := range w.devs {
@@ -230,14 +242,18 @@ func (w *world) othersCatchingUp(dev int) bool {
 		}
 		n, _ := od.node()
 		fenced := n != nil && n.State().Rejoin != nil
+		var applied uint64
+		if n != nil {
+			applied = n.Log().View().AppliedIndex
+		}
 		w.mu.Lock()
+		target, lost := w.unsynced[o]
 		switch {
-		case fenced:
-			busy = true
-		case w.unsynced[o] && n != nil:
-			delete(w.unsynced, o) // running, no fence: caught up
-		case w.unsynced[o]:
-			busy = true // down since it lost its log
+		case !lost:
+		case fenced || n == nil || applied < target:
+			busy = true // down since it lost its log, or not caught up
+		default:
+			delete(w.unsynced, o) // running, no fence, caught up
 		}
 		w.mu.Unlock()
 	}

@@ -397,7 +397,7 @@ type world struct {
 	// rolled back and that have not been seen caught up since (running with no
 	// fence up); under mu. Down or fenced, they hold no copy a repair elsewhere
 	// could count on (faults_repair.go, othersCatchingUp).
-	unsynced map[int]bool
+	unsynced map[int]uint64 // dev -> the others' applied index when it lost its log
 }
 
 type linkFault struct {
