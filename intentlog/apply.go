@@ -32,7 +32,8 @@ type applier struct {
 	rejDirty                bool
 	events                  []Event
 	changed                 bool
-	bounded                 bool // the entry being applied is version 3: its log time step is bounded
+	bounded                 bool // the entry being applied is version 3 or 4: its log time step is bounded
+	byWriter                bool // it is version 4: steps are measured between one writer's stamps
 }
 
 func (a *applier) apply(l *raft.Log) any {
@@ -68,7 +69,8 @@ func (a *applier) apply(l *raft.Log) any {
 		return res
 	}
 	a.budget = evictPerEntry
-	a.bounded = l.Data[0] == CodecVersion && !a.knobs.UnboundedLogTime
+	a.bounded = (l.Data[0] == CodecVersion || l.Data[0] == CodecVersionV3) && !a.knobs.UnboundedLogTime
+	a.byWriter = a.bounded && l.Data[0] == CodecVersion && !a.knobs.SharedStamp
 	res := a.command(l, e)
 	if res.Accepted {
 		// Only after an accepted entry: a rejected one changes nothing but its counter
@@ -301,7 +303,25 @@ func (a *applier) retention() int64 {
 // the writers' clocks. An idle gap longer than one step is counted as one step: log
 // time then lags the wall clocks, which lengthens the retention of the IDs remembered
 // before the gap and shortens nothing. Each step cut short counts in TimeClamped.
-func (a *applier) advance(ts int64) {
+//
+// But every handover from a holder whose clock is behind to one whose clock is ahead
+// is such a step: handovers back and forth between two devices minutes apart moved
+// log time a step each time, and sixteen of them within the retention made the dedupe
+// window forget acknowledged IDs (issue 19.2; the simulator's profile flapping). A
+// version-4 entry therefore measures its step from the last stamp only when the same
+// writer (the holder that stamped it) wrote that stamp (StampBy); a stamp by another
+// writer moves nothing and starts that writer's baseline. The time between the last
+// writer's last stamp and the next writer's first is not counted (log time lags:
+// retention lengthens). Within one writer, a step is measured from its highest stamp
+// so far: one holder's stamps come from two sources (a commit's time is its wall
+// clock, a renewal's at least the record's ts + 1), which after its clock stepped back
+// alternate between behind and ahead, and each renewal after a commit was a step
+// ahead (the simulator's seed 7 of flapping). A holder whose clock stepped back then
+// moves log time by nothing until its clock passes its own last stamp or the lease
+// changes hands (retention lengthens; with MaxIDs, intents may answer backlog
+// meanwhile). What a clock error costs is at most one step for each forward step of
+// one device's clock, whatever the handovers. writer is "" for the genesis.
+func (a *applier) advance(ts int64, writer string) {
 	if !a.bounded || a.m.LogTime <= 0 {
 		if ts <= a.m.LogTime {
 			return
@@ -313,7 +333,10 @@ func (a *applier) advance(ts int64) {
 		}
 		a.m.LogTime = ts
 		if a.bounded {
-			a.m.LastStamp = ts
+			a.m.LastStamp, a.m.StampBy = ts, ""
+			if a.byWriter {
+				a.m.StampBy = writer
+			}
 		}
 		return
 	}
@@ -321,7 +344,17 @@ func (a *applier) advance(ts int64) {
 	if prev == 0 {
 		prev = a.m.LogTime
 	}
-	a.m.LastStamp = ts
+	switch {
+	case !a.byWriter:
+		a.m.LastStamp, a.m.StampBy = ts, ""
+	case a.m.StampBy != writer:
+		a.m.LastStamp, a.m.StampBy = ts, writer // a new writer's baseline
+		return
+	case ts <= prev:
+		return // behind the writer's own high-water stamp
+	default:
+		a.m.LastStamp = ts
+	}
 	step, limit := ts-prev, a.maxLogTimeStep()
 	if step <= 0 {
 		return
@@ -490,7 +523,7 @@ func (a *applier) claim(idx uint64, e ClaimEntry) Result {
 	prior := a.m.Lease.Holder
 	a.m.Lease = Lease{Holder: e.Holder, Epoch: e.Epoch, TS: e.TS, TTL: e.TTL}
 	if !e.v1 {
-		a.advance(e.TS)
+		a.advance(e.TS, e.Holder)
 	}
 	ev := LeaseEvent{Index: idx, Event: "claim", Holder: e.Holder, Epoch: e.Epoch, TS: e.TS}
 	if e.Force {
@@ -553,7 +586,7 @@ func (a *applier) renew(idx uint64, e RenewEntry) Result {
 	}
 	a.m.Lease.TS = e.TS
 	if !e.v1 {
-		a.advance(e.TS)
+		a.advance(e.TS, e.Holder)
 	}
 	a.history(LeaseEvent{Index: idx, Event: "renew", Holder: e.Holder, Epoch: e.Epoch, TS: e.TS})
 	return a.result(idx)
@@ -583,7 +616,7 @@ func (a *applier) transfer(idx uint64, e TransferEntry) Result {
 	}
 	a.m.Lease = Lease{Holder: e.To, Epoch: e.Epoch + 1, TS: e.TS, TTL: a.m.Lease.TTL}
 	if !e.v1 {
-		a.advance(e.TS)
+		a.advance(e.TS, e.Holder)
 	}
 	a.history(LeaseEvent{Index: idx, Event: "transfer", Holder: e.To, Epoch: e.Epoch + 1,
 		TS: e.TS, Prior: e.Holder})
@@ -638,7 +671,7 @@ func (a *applier) commit(idx uint64, e CommitEntry) Result {
 	// Accepted: dequeue, update records and dedupe, extend the chain.
 	seq, hash := info.Seq, sha256.Sum256(e.Raw)
 	if !e.v1 {
-		a.advance(info.Time)
+		a.advance(info.Time, info.Signer)
 	}
 	res := a.result(idx)
 	res.Intents = make([]IntentResult, 0, len(info.Ops))
@@ -781,7 +814,7 @@ func (a *applier) genesis(idx uint64, e GenesisEntry, data []byte) Result {
 	if head != nil {
 		a.formatWrite(&formatUpdate{head: head})
 	}
-	a.advance(e.TS)
+	a.advance(e.TS, "")
 	a.events = append(a.events, GenesisApplied{Genesis: g})
 	a.changed = true
 	return a.result(idx)

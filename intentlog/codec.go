@@ -6,13 +6,15 @@ import (
 	"hash/crc32"
 )
 
-// The entry encoding. Version 3 (what Encode writes) and version 2 share one layout:
+// The entry encoding. Version 4 (what Encode writes), 3 and 2 share one layout:
 //
-//	version byte (3 or 2) | kind byte | fields | CRC-32C (Castagnoli) of everything before, 4 bytes big-endian
+//	version byte (4, 3 or 2) | kind byte | fields | CRC-32C (Castagnoli) of everything before, 4 bytes big-endian
 //
 // They differ only in how the apply moves log time: a version-2 entry moves it to its
-// timestamp however far ahead, a version-3 entry by at most one bounded step (see
-// applier.advance). A version-2 entry keeps its rule on replay.
+// timestamp however far ahead, a version-3 entry by at most one bounded step from the
+// last stamp whoever wrote it, a version-4 entry by at most one bounded step from the
+// last stamp of the same writer, and by nothing when the writer changed (see
+// applier.advance). Each keeps its rule on replay.
 //
 // Version 1 (still decoded, so that existing logs replay identically; never written
 // for a new entry):
@@ -37,7 +39,8 @@ import (
 
 // Codec versions: the first byte of every encoded entry and result.
 const (
-	CodecVersion   byte = 3 // what Encode writes
+	CodecVersion   byte = 4 // what Encode writes
+	CodecVersionV3 byte = 3 // entries: decoded from logs, never written for new ones
 	CodecVersionV2 byte = 2 // what EncodeResult writes; entries: decoded from logs, never written for new ones
 	CodecVersionV1 byte = 1 // decoded for entries already in logs; never written for new ones
 )
@@ -135,55 +138,56 @@ func Encode(e Entry) ([]byte, error) {
 	return w.b, nil
 }
 
-// versionOf is the version e encodes as: version 2 for an entry decoded from it (so
-// that its bytes, and the rule the apply keeps for it, do not change), else 3.
+// versionOf is the version e encodes as: the sealed version it was decoded from (so
+// that its bytes, and the rule the apply keeps for it, do not change), else
+// CodecVersion.
 func versionOf(e Entry) byte {
-	v2 := false
+	var v byte
 	switch e := e.(type) {
 	case IntentsEntry:
-		v2 = e.v2
+		v = e.ver
 	case ClaimEntry:
-		v2 = e.v2
+		v = e.ver
 	case RenewEntry:
-		v2 = e.v2
+		v = e.ver
 	case ReleaseEntry:
-		v2 = e.v2
+		v = e.ver
 	case TransferEntry:
-		v2 = e.v2
+		v = e.ver
 	case CommitEntry:
-		v2 = e.v2
+		v = e.ver
 	case GenesisEntry:
-		v2 = e.v2
+		v = e.ver
 	}
-	if v2 {
-		return CodecVersionV2
+	if v == 0 {
+		return CodecVersion
 	}
-	return CodecVersion
+	return v
 }
 
-// markV2 sets the v2 mark of an entry decoded from version-2 bytes.
-func markV2(e Entry) Entry {
+// markVersion marks an entry decoded from the sealed version v (2 or 3).
+func markVersion(e Entry, v byte) Entry {
 	switch x := e.(type) {
 	case IntentsEntry:
-		x.v2 = true
+		x.ver = v
 		return x
 	case ClaimEntry:
-		x.v2 = true
+		x.ver = v
 		return x
 	case RenewEntry:
-		x.v2 = true
+		x.ver = v
 		return x
 	case ReleaseEntry:
-		x.v2 = true
+		x.ver = v
 		return x
 	case TransferEntry:
-		x.v2 = true
+		x.ver = v
 		return x
 	case CommitEntry:
-		x.v2 = true
+		x.ver = v
 		return x
 	case GenesisEntry:
-		x.v2 = true
+		x.ver = v
 		return x
 	}
 	return e
@@ -258,14 +262,14 @@ func Decode(b []byte) (Entry, error) {
 		return nil, fmt.Errorf("%w: empty entry", ErrMalformed)
 	}
 	switch b[0] {
-	case CodecVersion, CodecVersionV2:
+	case CodecVersion, CodecVersionV3, CodecVersionV2:
 		body, err := checkSeal(b)
 		if err != nil {
 			return nil, err
 		}
 		e, err := decodeV2(body)
-		if err == nil && b[0] == CodecVersionV2 {
-			e = markV2(e)
+		if err == nil && b[0] != CodecVersion {
+			e = markVersion(e, b[0])
 		}
 		return e, err
 	case CodecVersionV1:
@@ -312,7 +316,7 @@ func sealedAs(b []byte, version byte) bool {
 
 // sealedAsAny reports whether b verifies as a sealed entry of either sealed version.
 func sealedAsAny(b []byte) (byte, bool) {
-	for _, v := range []byte{CodecVersion, CodecVersionV2} {
+	for _, v := range []byte{CodecVersion, CodecVersionV3, CodecVersionV2} {
 		if sealedAs(b, v) {
 			return v, true
 		}

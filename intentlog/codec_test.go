@@ -37,7 +37,8 @@ func TestGenesisRepoCodec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := GenesisEntry{Chain: "did:key:zDnaeTiq4", Version: 3, Nonce: bytes.Repeat([]byte{7}, 16), TS: 1_700_000_000_000, Retention: 86_400_000, MaxIDs: 1 << 20}
+	want := GenesisEntry{Chain: "did:key:zDnaeTiq4", Version: 3, Nonce: bytes.Repeat([]byte{7}, 16), TS: 1_700_000_000_000, Retention: 86_400_000, MaxIDs: 1 << 20,
+		ver: CodecVersionV3}
 	if !reflect.DeepEqual(e, want) {
 		t.Fatalf("old genesis decodes to %#v", e)
 	}
@@ -110,7 +111,7 @@ func TestDecodeRejects(t *testing.T) {
 	}
 	bad := map[string][]byte{
 		"empty":           {},
-		"unknown version": append([]byte{4}, good[1:len(good)-crcSize]...),
+		"unknown version": append([]byte{CodecVersion + 1}, good[1:len(good)-crcSize]...),
 		"short v2":        {CodecVersion, kindRelease, 0, 0},
 		"v1 unknown kind": {CodecVersionV1, 42},
 		"v1 trailing":     {CodecVersionV1, kindRelease, 1, 'h', 1, 0},
@@ -218,6 +219,11 @@ func FuzzDecode(f *testing.F) {
 	for _, e := range sampleEntries() {
 		if b, err := encodeV1(e); err == nil {
 			f.Add(b)
+		}
+		for _, v := range []byte{CodecVersionV3, CodecVersionV2} {
+			if b, err := Encode(markVersion(e, v)); err == nil {
+				f.Add(b)
+			}
 		}
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -80,32 +80,41 @@ func TestLogTime(t *testing.T) {
 	if lt() != 1000 {
 		t.Fatalf("after genesis %d", lt())
 	}
+	// Version 4: a stamp by a new writer (a's first, after the genesis) moves nothing.
 	h.mustAccept(ClaimEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), TS: 2000, TTL: 10})
-	h.at(1500) // a holder's clock stepped back: log time stays
-	if lt() != 2000 {
-		t.Fatalf("log time went back to %d", lt())
+	if lt() != 1000 {
+		t.Fatalf("after a's claim %d", lt())
+	}
+	h.mustAccept(RenewEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), TS: 1500}) // a's clock stepped back: log time stays
+	if lt() != 1000 {
+		t.Fatalf("log time moved to %d", lt())
 	}
 	h.apply(ClaimEntry{Holder: "b", Epoch: 9, PrevRev: h.rev(), TS: 99999, TTL: 10}) // rejected
-	if lt() != 2000 {
+	if lt() != 1000 {
 		t.Fatalf("a rejected entry moved log time to %d", lt())
 	}
-	// Version 3: log time moves by the difference to the previous timestamp (1500).
+	// The same writer's stamps move it from its highest stamp so far (2000).
+	h.mustAccept(RenewEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), TS: 2500})
 	h.mustAccept(TransferEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), To: "b", TS: 3000})
 	h.mustAccept(one(put("i", "c/r", "v")))
-	if lt() != 3500 {
+	if lt() != 2000 {
 		t.Fatalf("after transfer %d", lt())
 	}
 	raw := testCommit{CommitInfo: CommitInfo{Seq: 1, Epoch: 2, Signer: "b", Ops: h.pending(), Time: 4000}, Sig: "ok"}.encode()
-	h.mustAccept(CommitEntry{Raw: raw})
-	if lt() != 4500 {
-		t.Fatalf("after commit %d", lt())
+	h.mustAccept(CommitEntry{Raw: raw}) // b's first stamp
+	if lt() != 2000 {
+		t.Fatalf("after b's commit %d", lt())
+	}
+	h.mustAccept(RenewEntry{Holder: "b", Epoch: 2, PrevRev: h.rev(), TS: 4600})
+	if lt() != 2600 {
+		t.Fatalf("after b's renewal %d", lt())
 	}
 	h.mustAccept(ClaimEntry{Holder: "a", Epoch: 3, PrevRev: h.rev(), TS: 5000, TTL: 10, Force: true, Reason: "steal"})
-	if lt() != 5500 {
+	if lt() != 2600 {
 		t.Fatalf("after steal %d", lt())
 	}
 	st, _ := status(t, h.f, "i")
-	if st.LogTime != 3500 || st.Seq != 1 || st.Hash == ([32]byte{}) {
+	if st.LogTime != 2000 || st.Seq != 1 || st.Hash == ([32]byte{}) {
 		t.Fatalf("status %+v", st)
 	}
 }

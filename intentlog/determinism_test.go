@@ -252,6 +252,8 @@ func FuzzApply(f *testing.F) {
 	for _, e := range sampleEntries() {
 		b, _ := Encode(e)
 		f.Add(b)
+		b, _ = Encode(markVersion(e, CodecVersionV3))
+		f.Add(b)
 	}
 	for _, e := range []Entry{
 		one(put("n", "c/n", "v")),

@@ -72,7 +72,7 @@ func (p *preverifier) start(logs []*raft.Log) {
 // startData begins a check of the encoded entry data if it is a commit entry not
 // being checked yet.
 func (p *preverifier) startData(data []byte) {
-	if p == nil || len(data) < 2 || data[0] != CodecVersion || data[1] != kindCommit {
+	if p == nil || len(data) < 2 || data[0] != CodecVersion && data[0] != CodecVersionV3 || data[1] != kindCommit {
 		return // not a commit: nothing to check (and an intents entry is not decoded for nothing)
 	}
 	e, err := Decode(data)

@@ -53,11 +53,13 @@ type metaState struct {
 	DigestIndex uint64   // the last entry the digest covers (0: not started)
 	Digest      [32]byte // the rolling digest of the applied entries (digest.go)
 	DigestCount uint64   // checkpoints kept in bDigests
-	// Written by version-3 entries only (see applier.advance), stored after the other
-	// fields and only when either is nonzero, so that a state that no version-3 entry
-	// touched keeps layout 6's exact bytes.
-	LastStamp   int64  // the timestamp of the last accepted version-3 entry that carries one
-	TimeClamped uint64 // version-3 steps of log time that the bound cut short
+	// Written by version-3 and version-4 entries only (see applier.advance), stored
+	// after the other fields and only when one is set, so that a state that no such
+	// entry touched keeps layout 6's exact bytes (and StampBy only when set, so that a
+	// state no version-4 entry touched keeps the bytes version 3 wrote).
+	LastStamp   int64  // the timestamp of the last accepted version-3 or -4 entry that carries one
+	TimeClamped uint64 // steps of log time that the bound cut short
+	StampBy     string // who wrote LastStamp (a version-4 entry's holder; "": unknown)
 }
 
 // layoutVersion is the version of state.db's layout and of the snapshot format (the
@@ -93,9 +95,12 @@ func (m *metaState) encode() []byte {
 	w.uvarint(m.DigestIndex)
 	w.b = append(w.b, m.Digest[:]...)
 	w.uvarint(m.DigestCount)
-	if m.LastStamp != 0 || m.TimeClamped != 0 {
+	if m.LastStamp != 0 || m.TimeClamped != 0 || m.StampBy != "" {
 		w.varint(m.LastStamp)
 		w.uvarint(m.TimeClamped)
+		if m.StampBy != "" {
+			w.str(m.StampBy)
+		}
 	}
 	return seal(bMeta, keyState, w.b)
 }
@@ -165,7 +170,12 @@ func decodeMeta(stored []byte) (metaState, error) {
 	if r.err == nil && len(r.b) > 0 {
 		m.LastStamp = r.varint()
 		m.TimeClamped = r.uvarint()
-		if r.err == nil && m.LastStamp == 0 && m.TimeClamped == 0 {
+		if r.err == nil && len(r.b) > 0 {
+			if m.StampBy = r.str(); r.err == nil && m.StampBy == "" {
+				r.fail("non-canonical log time fields")
+			}
+		}
+		if r.err == nil && m.LastStamp == 0 && m.TimeClamped == 0 && m.StampBy == "" {
 			r.fail("non-canonical log time fields")
 		}
 	}

@@ -100,17 +100,19 @@ type Entry interface{ isEntry() }
 // The unexported v1 fields below mark an entry decoded from codec version 1 (an entry
 // an older build wrote). The apply keeps that version's rules for it, because
 // determinism is per entry bytes: a log replays the same whatever build replays it.
-// Entries built in code never have them set, and Encode writes version 3. The v2
-// fields likewise mark an entry decoded from codec version 2, whose log time rule
-// (the largest timestamp, unbounded) it keeps; version 3 bounds each step (apply.go).
+// Entries built in code never have them set, and Encode writes version 4. The ver
+// fields likewise mark an entry decoded from sealed codec version 2 or 3, whose log
+// time rule it keeps: version 2 the largest timestamp, unbounded; version 3 bounded
+// steps measured from the last stamp, whoever wrote it; version 4 bounded steps
+// between one writer's stamps (apply.go, advance).
 
 // IntentsEntry carries one or many intents (group commit: concurrent submissions may
 // share an entry). Each intent is accepted or rejected on its own.
 type IntentsEntry struct {
 	Intents []Intent
 
-	v1 bool // validated by the version-1 rules (no control-character or dot-segment checks)
-	v2 bool // decoded from version 2 (re-encodes as version 2)
+	v1  bool // validated by the version-1 rules (no control-character or dot-segment checks)
+	ver byte // the sealed version it was decoded from (2 or 3; re-encodes as it), 0: built here
 }
 
 // ClaimEntry claims the lease at Epoch = stored epoch + 1 if PrevRev equals the stored
@@ -131,7 +133,7 @@ type ClaimEntry struct {
 	// PrevEpoch == stored epoch and Epoch == PrevEpoch+1.
 	v1        bool
 	prevEpoch uint64
-	v2        bool // decoded from version 2: moves log time by the version-2 rule
+	ver       byte // decoded from version 2 or 3: moves log time by that version's rule
 }
 
 // RenewEntry refreshes the holder's lease timestamp. Accepted iff the stored holder and
@@ -143,8 +145,8 @@ type RenewEntry struct {
 	PrevRev uint64
 	TS      int64
 
-	v1 bool // version 1: no PrevRev, holder and epoch only
-	v2 bool // version 2: moves log time by the version-2 rule
+	v1  bool // version 1: no PrevRev, holder and epoch only
+	ver byte // decoded from version 2 or 3: moves log time by that version's rule
 }
 
 // ReleaseEntry gives the lease up; the epoch is kept. Same checks as RenewEntry.
@@ -153,8 +155,8 @@ type ReleaseEntry struct {
 	Epoch   uint64
 	PrevRev uint64
 
-	v1 bool
-	v2 bool
+	v1  bool
+	ver byte
 }
 
 // TransferEntry hands the lease to a named member at Epoch+1 in one entry. Same checks
@@ -166,8 +168,8 @@ type TransferEntry struct {
 	To      string
 	TS      int64
 
-	v1 bool
-	v2 bool
+	v1  bool
+	ver byte
 }
 
 // GenesisEntry fixes the chain's identity in the replicated state. Accepted once: when
@@ -196,15 +198,15 @@ type GenesisEntry struct {
 	// without one keeps its bytes (and its hash).
 	Repo string
 
-	v2 bool
+	ver byte
 }
 
 // CommitEntry carries a signed commit's full encoding (format owned by package signer).
 type CommitEntry struct {
 	Raw []byte
 
-	v1 bool
-	v2 bool
+	v1  bool
+	ver byte
 }
 
 func (IntentsEntry) isEntry()  {}

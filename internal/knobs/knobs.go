@@ -28,6 +28,11 @@ type Intentlog struct {
 	// jumps to any later timestamp, however far ahead (a clock days fast makes the
 	// dedupe window forget acknowledged IDs).
 	UnboundedLogTime bool
+	// SharedStamp applies the version-3 log time rule to version-4 entries: each step
+	// is measured from the last stamp whoever wrote it, so every handover from a slow
+	// clock to a fast one moves log time a bounded step (the simulator's profile
+	// flapping then finds acknowledged IDs applied twice).
+	SharedStamp bool
 }
 
 // Election changes package election's Lease.

@@ -52,6 +52,12 @@ var bugCases = map[string]bugCase{
 	// second time. With the knob (the unbounded log time and unclamped stamps of
 	// a9e37ae) 4 of these 8 seeds found it; without it none may.
 	"d": {profile: "clocks", knobs: Knobs{UnboundedLogTime: true}, first: 1, seeds: 8, kinds: []string{VDuplicate}},
+	// (e) Log time measured from the last stamp whoever wrote it (codec version 3):
+	// handovers back and forth between clocks minutes apart, and a holder whose clock
+	// stepped back alternating commit and renewal stamps, moved it a step each time;
+	// acknowledged IDs were forgotten within seconds of a 12 s retention and their
+	// retries applied twice. Found by seeds 1 and 3-8 of profile flapping on main.
+	"e": {profile: "flapping", knobs: Knobs{SharedStamp: true}, first: 1, seeds: 8, kinds: []string{VDuplicate}},
 }
 
 // bugSeeds runs c's seeds in worker processes (as TestSim does: a seed it names
@@ -129,6 +135,15 @@ func TestFindsBugC(t *testing.T) {
 func TestFindsBugD(t *testing.T) {
 	findsBug(t, bugCases["d"])
 	c := bugCases["d"]
+	c.knobs = Knobs{}
+	findsNoBug(t, c)
+}
+
+// TestFindsBugE: with the version-3 log time rule (shared-stamp) profile flapping
+// finds acknowledged IDs applied twice; without it, none of its seeds does.
+func TestFindsBugE(t *testing.T) {
+	findsBug(t, bugCases["e"])
+	c := bugCases["e"]
 	c.knobs = Knobs{}
 	findsNoBug(t, c)
 }

@@ -40,6 +40,10 @@ type Knobs struct {
 	// item 2: a clock days fast makes the dedupe window forget acknowledged IDs, and
 	// their retries apply twice).
 	UnboundedLogTime bool
+	// SharedStamp: log time steps measured from the last stamp whoever wrote it (the
+	// version-3 rule): handovers back and forth between clocks apart move log time a
+	// step each (issue 19.2; profile flapping finds acknowledged IDs applied twice).
+	SharedStamp bool
 	// NoFence: a device that lost its Raft log (repair, lost raft.db, a restored
 	// older copy) votes and campaigns at once (issue 20 item 2). Rebootstrap: such a
 	// device with an empty log bootstraps as configured, which a chain key with a
@@ -63,7 +67,7 @@ func applyKnobs(k Knobs, cfg *node.Config) {
 		cfg.Knobs = &knobs.Node{}
 	}
 	cfg.Knobs.Intentlog = &knobs.Intentlog{EpochOnlyClaim: k.EpochOnlyClaim, DedupeCount: k.DedupeCount, UnsealedRaftLog: k.UnsealedRaft,
-		UnboundedLogTime: k.UnboundedLogTime}
+		UnboundedLogTime: k.UnboundedLogTime, SharedStamp: k.SharedStamp}
 	if k.UnboundedLogTime {
 		cfg.Knobs.Election = &knobs.Election{UnclampedStamps: true}
 	}
@@ -86,6 +90,9 @@ func (k Knobs) String() string {
 	}
 	if k.UnboundedLogTime {
 		parts = append(parts, "unbounded-log-time")
+	}
+	if k.SharedStamp {
+		parts = append(parts, "shared-stamp")
 	}
 	if k.NoFence {
 		parts = append(parts, "no-fence")
@@ -111,6 +118,8 @@ func ParseKnobs(s string) (Knobs, error) {
 			k.UnsealedRaft = true
 		case "unbounded-log-time":
 			k.UnboundedLogTime = true
+		case "shared-stamp":
+			k.SharedStamp = true
 		case "no-fence":
 			k.NoFence = true
 		case "rebootstrap":

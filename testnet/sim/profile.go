@@ -156,11 +156,15 @@ func LookupProfile(name string) (Profile, error) {
 }
 
 // seedProfile is the profile of a seed run without one named: one seed in ten runs
-// without faults (where nothing signed may be refused), one in ten with clocks that
-// jump by minutes to days, the rest the mixed bag.
+// without faults (where nothing signed may be refused), one in twenty with clocks that
+// jump by minutes to days, one in twenty with the lease handed back and forth between
+// clocks apart (flapping), the rest the mixed bag.
 func seedProfile(seed int64) string {
 	if seed%10 == 0 {
 		return "calm"
+	}
+	if seed%20 == 15 {
+		return "flapping" // faults_clock.go
 	}
 	if seed%10 == 5 {
 		return "clocks" // faults_clock.go
