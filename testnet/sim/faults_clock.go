@@ -58,6 +58,6 @@ func init() {
 		Clients: 3, Think: 50 * time.Millisecond,
 		Timeout: [2]time.Duration{300 * time.Millisecond, 3 * time.Second}, WaitSigned: 0.3,
 		HastyClients: 3, Hasty: time.Millisecond, HastyOutage: [2]time.Duration{6 * time.Second, 9 * time.Second},
-		HastyAt: time.Second,
+		HastyAt:   time.Second,
 		Retention: 12 * time.Second, ClockSkew: 10 * time.Minute}
 }
