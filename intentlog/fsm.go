@@ -44,8 +44,11 @@ type FSM struct {
 	notify *notifier
 
 	restores atomic.Uint64 // snapshots restored since open (observability, tests)
-	who      uintptr       // this replica's number in the latency trace (stages.go)
-	pre      *preverifier  // commits' verification ahead of the apply (preverify.go)
+	// staleRestores counts snapshots not restored because the state was at or past
+	// them (Restore).
+	staleRestores atomic.Uint64
+	who           uintptr      // this replica's number in the latency trace (stages.go)
+	pre           *preverifier // commits' verification ahead of the apply (preverify.go)
 
 	fault    atomic.Pointer[FaultError] // nil when healthy
 	haltCh   chan struct{}              // closed when the FSM first halts

@@ -177,8 +177,27 @@ func SnapshotAppliedIndex(r io.Reader) (uint64, error) {
 // Restore replaces the whole state with the dump read from rc (raft.FSM). It loads the
 // dump into a new file beside the state file and renames it into place only after the
 // dump validated, so a bad snapshot returns an error and the old state is kept.
+//
+// A snapshot whose applied index is at or below this state's is not restored: the
+// state is kept, and Raft's replay of the entries after the snapshot applies nothing
+// twice (the apply skips indexes it has applied). hashicorp/raft installs whatever
+// snapshot a leader of the current term sends, even one older than the follower's
+// applied state: a duplicated or late InstallSnapshot rolled a replica back to an
+// older state (its lease epoch went back from 3 to 2, and it never caught up again:
+// the simulator's seed 401657). The committed log is one history, so a snapshot at or
+// below the applied index holds nothing this state lacks.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
+	br := bufio.NewReaderSize(rc, 64<<10)
+	if head, err := br.Peek(len(snapMagic) + 1 + binary.MaxVarintLen64); err == nil || errors.Is(err, io.EOF) {
+		if idx, herr := SnapshotAppliedIndex(bytes.NewReader(head)); herr == nil {
+			if applied := f.View().AppliedIndex; idx <= applied && applied > 0 {
+				f.staleRestores.Add(1)
+				return nil
+			}
+		}
+	}
+	rc = io.NopCloser(br)
 	tmp := f.path + ".restore"
 	if err := removeIfExists(tmp); err != nil {
 		return fmt.Errorf("restore: %w", err)
