@@ -17,7 +17,8 @@ import (
 // The XRPC endpoints of an atproto chain (com.atproto.sync.* and
 // com.atproto.repo.getRecord): what a client of atproto asks a PDS, answered from this
 // replica's applied repository. Every replica answers the same bytes. They sit behind
-// the same listeners, token check and limits as /v1. Errors follow XRPC's shape
+// the same listeners, token check and limits as /v1, and alone on the public
+// read-only listener (Config.XRPCAddr, no token). Errors follow XRPC's shape
 // ({"error": <Name>, "message"}), with atproto's names.
 
 // XRPC error names.
@@ -62,16 +63,18 @@ func writeXRPCError(w http.ResponseWriter, err error) {
 	writeJSON(w, xe.status, errorJSON{Error: xe.name, Message: xe.msg})
 }
 
-func (a *Server) routeXRPC() {
+// routeXRPC registers the XRPC methods on mux (the API's, or the public listener's:
+// every method here only reads).
+func (a *Server) routeXRPC(mux *http.ServeMux) {
 	x := func(name string, h http.HandlerFunc) {
-		a.routeQ("/xrpc/"+name, handlers{http.MethodGet: h}, true)
+		routeOn(mux, "/xrpc/"+name, handlers{http.MethodGet: h}, true)
 	}
 	x("com.atproto.sync.getRecord", a.syncGetRecord)
 	x("com.atproto.repo.getRecord", a.repoGetRecord)
 	x("com.atproto.sync.getLatestCommit", a.getLatestCommit)
 	x("com.atproto.sync.getRepo", a.getRepo)
 	x("com.atproto.sync.subscribeRepos", a.subscribeRepos) // xrpc_stream.go
-	a.mux.HandleFunc("/xrpc/{method}", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/xrpc/{method}", func(w http.ResponseWriter, r *http.Request) {
 		writeXRPCError(w, xerr(http.StatusNotImplemented, XRPCNotImplemented, "%s is not served here", r.PathValue("method")))
 	})
 }
