@@ -364,6 +364,7 @@ func TestRunConfigErrors(t *testing.T) {
 		{[]string{"--join", "/ip4/127.0.0.1/tcp/1/p2p/12D3KooWJWoaqZhDaoEFshF7Rh1bpY9ohihFhzcW6d69Lr2NASuq"}, "--join-token"},
 		{[]string{"--join", "/ip4/127.0.0.1/tcp/1", "--join-token", "abcd"}, "--join"},
 		{[]string{"--api-token-file", "x"}, "goes with --api-addr"},
+		{[]string{"--xrpc-addr", "nonsense"}, "--xrpc-addr"},
 		{nil, "never joined"},
 	} {
 		code, _, errs := runCLI(t, nil, "", append([]string{"run", "--data", dir}, tc.args...)...)

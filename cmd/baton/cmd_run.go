@@ -37,11 +37,17 @@ members remember them. Invites and members get the addresses others can dial: th
 listen addresses without loopback (unless listening on loopback only) and link-local
 ones, or only --advertise's (a router's forwarded port, a DNS name) when given.
 --metrics-addr serves only GET /metrics and GET /healthz (for
-Prometheus), never the API.`
+Prometheus), never the API. On an atproto chain, --xrpc-addr serves the repository's
+read-only XRPC methods (com.atproto.sync.getRepo, getRecord, getLatestCommit,
+subscribeRepos, com.atproto.repo.getRecord, listRecords, describeRepo) to anyone,
+without a token, so that a relay can crawl it; nothing else (every other path is 404),
+with the TCP API's connection limits on a listener of its own. It is refused on a chain
+in baton's own format.`
 
 const runExample = `  baton run --data ~/.baton
   baton run --data /tmp/b1 --listen /ip4/127.0.0.1/tcp/7401 --ttl 5s --tick 500ms
-  baton run --data /tmp/b1 --metrics-addr 127.0.0.1:9420`
+  baton run --data /tmp/b1 --metrics-addr 127.0.0.1:9420
+  baton run --data /tmp/a1 --xrpc-addr 0.0.0.0:2583    # an atproto chain, public read-only`
 
 const joinLong = `Runs the node like ` + "`baton run`" + `, joining the cluster of an invite (from ` + "`baton invite`" + ` on
 a running device) on the first start. If the data dir is not initialized yet, it is
@@ -63,6 +69,7 @@ type runFlags struct {
 	advertise    *string
 	apiAddr      *string
 	apiTokenFile *string
+	xrpcAddr     *string
 	metricsAddr  *string
 	pprofAddr    *string
 	ttl          *time.Duration
@@ -88,6 +95,7 @@ func addRunFlags(fs *pflag.FlagSet, join bool) *runFlags {
 		advertise:    fs.String("advertise", "", "publish only these TCP `multiaddrs` (comma-separated, e.g. a router's forwarded port /ip4/203.0.113.7/tcp/7420) in invites and to members, instead of the listen addresses"),
 		apiAddr:      fs.String("api-addr", "", "also serve the API on this TCP `host:port` (always with a bearer token)"),
 		apiTokenFile: fs.String("api-token-file", "", "the TCP API's bearer token `file` (default DIR/api.token, created 0600 when missing)"),
+		xrpcAddr:     fs.String("xrpc-addr", "", "atproto chains: serve the repository's read-only XRPC methods publicly (no token, nothing else) on this TCP `host:port`"),
 		metricsAddr:  fs.String("metrics-addr", "", "serve only GET /metrics and /healthz on this TCP `host:port` (for Prometheus)"),
 		pprofAddr:    fs.String("pprof-addr", "", "serve Go's profiles (/debug/pprof/) on this loopback `host:port` (debugging; unauthenticated)"),
 		ttl:          fs.Duration("ttl", node.DefaultNodeTTL, "lease TTL of this device's claims"),
@@ -254,13 +262,18 @@ func (c *cli) prepare(f *runFlags, inv *device.Invite) (*startPlan, error) {
 }
 
 func (c *cli) runNode(ctx context.Context, f *runFlags, inv *device.Invite) (err error) {
-	acfg := api.Config{Addr: *f.apiAddr}
+	acfg := api.Config{Addr: *f.apiAddr, XRPCAddr: *f.xrpcAddr}
 	if acfg.Addr == "" && *f.apiTokenFile != "" {
 		return usagef("--api-token-file goes with --api-addr")
 	}
 	if *f.apiAddr != "" {
 		if err := (&api.Config{Socket: "x", Addr: *f.apiAddr, Token: strings.Repeat("x", api.MinTokenLen)}).Validate(); err != nil {
 			return usagef("--api-addr: %v", api.Message(err))
+		}
+	}
+	if *f.xrpcAddr != "" {
+		if err := (&api.Config{XRPCAddr: *f.xrpcAddr}).Validate(); err != nil {
+			return usagef("--xrpc-addr: %v", api.Message(err))
 		}
 	}
 	s, err := c.prepare(f, inv)
@@ -273,6 +286,13 @@ func (c *cli) runNode(ctx context.Context, f *runFlags, inv *device.Invite) (err
 			if uerr := s.attempt.Undo(); uerr != nil {
 				logger.Warn("could not remove what the failed join wrote", "dir", cfg.DataDir, "err", uerr)
 			}
+		}
+	}
+	if acfg.XRPCAddr != "" {
+		// Before anything starts (a first join included): the chain's key says its format.
+		if err := api.CheckXRPCChain(cfg.Chain); err != nil {
+			undo()
+			return usagef("--xrpc-addr: %v", api.Message(err))
 		}
 	}
 	acfg.Socket = filepath.Join(cfg.DataDir, api.SocketFile)
@@ -345,6 +365,9 @@ func (c *cli) runNode(ctx context.Context, f *runFlags, inv *device.Invite) (err
 	attrs := []any{"chain", n.Chain(), "addrs", strings.Join(n.Addrs(), ","), "api_socket", srv.Socket()}
 	if srv.Addr() != "" {
 		attrs = append(attrs, "api_tcp", srv.Addr())
+	}
+	if srv.XRPCAddr() != "" {
+		attrs = append(attrs, "xrpc_public", srv.XRPCAddr())
 	}
 	if ms != nil {
 		attrs = append(attrs, "metrics", "http://"+ms.Addr()+"/metrics")

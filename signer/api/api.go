@@ -25,6 +25,8 @@ import (
 
 	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/internal/stages"
+	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/signer/chain"
 	"github.com/batonhq/baton/signer/chain/atproto"
 	"github.com/batonhq/baton/signer/node"
 )
@@ -115,7 +117,7 @@ type errorJSON struct {
 // SocketFile is the API socket's name inside a data directory.
 const SocketFile = "baton.sock"
 
-// Config configures Start. At least one of Socket and Addr is needed.
+// Config configures Start. At least one of Socket, Addr and XRPCAddr is needed.
 type Config struct {
 	// Socket is the Unix socket to serve on (mode 0600; a stale socket file left by a
 	// dead process is replaced, one a live process serves is refused with
@@ -127,8 +129,16 @@ type Config struct {
 	// Token is the bearer token required on the TCP listener (and accepted on the
 	// socket). Required with Addr; at least MinTokenLen bytes.
 	Token string
-	// MaxConns bounds the open connections of each listener (the socket's and the
-	// TCP one's are counted apart, so TCP clients cannot starve the socket).
+	// XRPCAddr is an optional public, read-only TCP listen address (host:port): it
+	// serves only the read-only /xrpc/ methods of an atproto chain's repository
+	// (xrpc.go), without a token, so that a relay can crawl it; every other path is
+	// 404. It has its own connection limits (the TCP listener's rules, conns.go) and
+	// its own MaxConns and MaxStreams, so its peers cannot starve the API. Start
+	// refuses it on a chain that is not atproto (CheckXRPCChain).
+	XRPCAddr string
+	// MaxConns bounds the open connections of each listener (the socket's, the TCP
+	// one's and the public XRPC one's are counted apart, so TCP clients cannot starve
+	// the socket, nor public ones the API).
 	// Optional, default DefaultMaxConns.
 	MaxConns int
 	// MaxStreams bounds the open subscribeRepos streams of each listener (see
@@ -144,8 +154,13 @@ type Config struct {
 
 // Validate checks the config (Start calls it) and fills in defaults.
 func (c *Config) Validate() error {
-	if c.Socket == "" && c.Addr == "" {
+	if c.Socket == "" && c.Addr == "" && c.XRPCAddr == "" {
 		return fmt.Errorf("%w: api: neither a socket nor a TCP address", node.ErrBadConfig)
+	}
+	if c.XRPCAddr != "" {
+		if _, _, err := net.SplitHostPort(c.XRPCAddr); err != nil {
+			return fmt.Errorf("%w: public xrpc address %q: %w", node.ErrBadConfig, c.XRPCAddr, err)
+		}
 	}
 	if c.Addr != "" {
 		if _, _, err := net.SplitHostPort(c.Addr); err != nil {
@@ -194,12 +209,37 @@ type Server struct {
 	servers []*http.Server
 	sock    string
 	tcp     string // the TCP listener's address, if any
+	xrpc    string // the public XRPC listener's address, if any
+	pub     *http.ServeMux
 	wg      sync.WaitGroup
 
-	guard *connGuard // the TCP listener's connection limits (conns.go)
+	events                              *eventSource  // subscribeRepos frames (xrpc_stream.go)
+	sockStreams, tcpStreams, pubStreams chan struct{} // open streams per listener
+}
 
-	events                  *eventSource  // subscribeRepos frames (xrpc_stream.go)
-	sockStreams, tcpStreams chan struct{} // open streams per listener
+// listenerKind says which listener a request arrived on (in its context: listenerKey).
+type listenerKind int
+
+const (
+	onSocket listenerKind = iota
+	onTCP                 // the TCP API, behind the bearer token
+	onPublic              // the public read-only XRPC listener (Config.XRPCAddr)
+)
+
+type listenerKey struct{}
+
+// CheckXRPCChain refuses a public XRPC listener (Config.XRPCAddr) for the chain
+// chainDID unless it is an atproto chain: a chain in baton's own format has no
+// repository to serve.
+func CheckXRPCChain(chainDID string) error {
+	f, err := signer.ChainFormatOfDID(chainDID)
+	if err != nil {
+		return fmt.Errorf("%w: public xrpc listener: chain %s: %w", node.ErrBadConfig, chainDID, err)
+	}
+	if f != chain.FormatAtproto {
+		return fmt.Errorf("%w: a public xrpc listener serves an atproto repository, and this chain (%s, an Ed25519 key) is in baton's own format: it has none", node.ErrBadConfig, chainDID)
+	}
+	return nil
 }
 
 // Start serves n's API on the listeners cfg names.
@@ -207,10 +247,16 @@ func Start(n *node.Node, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	a := &Server{n: n, cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(),
+	if cfg.XRPCAddr != "" {
+		if err := CheckXRPCChain(n.Chain()); err != nil {
+			return nil, err
+		}
+	}
+	a := &Server{n: n, cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), pub: http.NewServeMux(),
 		events:      &eventSource{log: n.Log(), trees: atproto.NewTreePool(eventTrees)},
 		sockStreams: make(chan struct{}, min(cfg.MaxStreams, max(1, cfg.MaxConns-1))),
-		tcpStreams:  make(chan struct{}, cfg.MaxStreams)}
+		tcpStreams:  make(chan struct{}, cfg.MaxStreams),
+		pubStreams:  make(chan struct{}, cfg.MaxStreams)}
 	a.base, a.cancel = context.WithCancel(context.Background())
 	go func() {
 		select {
@@ -227,7 +273,7 @@ func Start(n *node.Node, cfg Config) (*Server, error) {
 			return nil, err
 		}
 		a.sock = p
-		a.serve(ln, false)
+		a.serve(ln, onSocket)
 	}
 	if cfg.Addr != "" {
 		ln, err := net.Listen("tcp", cfg.Addr)
@@ -236,7 +282,16 @@ func Start(n *node.Node, cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("listen %s: %w", cfg.Addr, err)
 		}
 		a.tcp = ln.Addr().String()
-		a.serve(ln, true)
+		a.serve(ln, onTCP)
+	}
+	if cfg.XRPCAddr != "" {
+		ln, err := net.Listen("tcp", cfg.XRPCAddr)
+		if err != nil {
+			a.Close(nil)
+			return nil, fmt.Errorf("listen %s: %w", cfg.XRPCAddr, err)
+		}
+		a.xrpc = ln.Addr().String()
+		a.serve(ln, onPublic)
 	}
 	return a, nil
 }
@@ -246,6 +301,9 @@ func (a *Server) Socket() string { return a.sock }
 
 // Addr returns the TCP address (host:port, "" when none).
 func (a *Server) Addr() string { return a.tcp }
+
+// XRPCAddr returns the public XRPC listener's address (host:port, "" when none).
+func (a *Server) XRPCAddr() string { return a.xrpc }
 
 // Handler returns the API as an http.Handler (for embedding and tests). It does not
 // check a bearer token; the listeners Start opens do.
@@ -278,20 +336,28 @@ func listenSocket(path string) (net.Listener, error) {
 	return ln, nil
 }
 
-func (a *Server) serve(ln net.Listener, tcp bool) {
-	var h http.Handler = a.logRequests(strictPaths(a.mux))
-	if tcp {
-		h = a.markAuthenticated(h)
+func (a *Server) serve(ln net.Listener, kind listenerKind) {
+	mux := a.mux
+	if kind == onPublic {
+		mux = a.pub // the read-only /xrpc/ methods only, no token
 	}
-	if token := a.cfg.Token; token != "" {
+	var h http.Handler = a.logRequests(strictPaths(mux))
+	var g *connGuard
+	if kind != onSocket {
+		// TCP: past the token check (or, on the public listener, once a whole request
+		// arrived) a connection counts as authenticated.
+		g, h = a.markAuthenticated(h)
+	}
+	if token := a.cfg.Token; token != "" && kind != onPublic {
 		// Authenticate first: nothing of the body is read before the token checks.
-		h = requireToken(h, token, tcp)
+		h = requireToken(h, token, kind == onTCP)
 	}
+	base := context.WithValue(a.base, listenerKey{}, kind)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: ReadHeaderTimeout, ReadTimeout: ReadTimeout,
 		WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout, MaxHeaderBytes: MaxHeaderBytes,
-		BaseContext: func(net.Listener) context.Context { return a.base }}
-	if tcp {
-		ln = a.guardTCP(srv, ln) // conns.go: limits that token-less peers cannot exhaust
+		BaseContext: func(net.Listener) context.Context { return base }}
+	if g != nil {
+		ln = a.guardTCP(g, srv, ln) // conns.go: limits that token-less peers cannot exhaust
 	} else {
 		ln = limitListener(ln, a.cfg.MaxConns)
 	}
@@ -398,10 +464,15 @@ func (a *Server) route(pattern string, hs handlers) {
 	a.routeQ(pattern, hs, false)
 }
 
-// routeQ registers hs for pattern; unless withQuery, a request with query
-// parameters is refused (the handlers of such endpoints check theirs with query).
+// routeQ registers hs for pattern on the API's router (routeOn).
 func (a *Server) routeQ(pattern string, hs handlers, withQuery bool) {
-	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+	routeOn(a.mux, pattern, hs, withQuery)
+}
+
+// routeOn registers hs for pattern on mux; unless withQuery, a request with query
+// parameters is refused (the handlers of such endpoints check theirs with query).
+func routeOn(mux *http.ServeMux, pattern string, hs handlers, withQuery bool) {
+	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		if !withQuery && r.URL.RawQuery != "" {
 			if _, err := query(r); err != nil {
 				writeError(w, err)
@@ -439,13 +510,18 @@ func (a *Server) routes() {
 	a.route("/v1/members", handlers{http.MethodGet: a.getMembers, http.MethodPost: a.postMember})
 	a.route("/v1/members/{id}", handlers{http.MethodDelete: a.deleteMember})
 	a.route("/healthz", handlers{http.MethodGet: a.getHealth})
-	a.routeInvite() // POST /v1/join-window (api_invite.go)
-	a.routeXRPC()   // /xrpc/: an atproto chain's repository (xrpc.go, xrpc_stream.go)
+	a.routeInvite()    // POST /v1/join-window (api_invite.go)
+	a.routeXRPC(a.mux) // /xrpc/: an atproto chain's repository (xrpc.go, xrpc_stream.go)
 	metrics := promhttp.HandlerFor(a.n.Registry(), promhttp.HandlerOpts{})
 	a.routeQ("/metrics", handlers{http.MethodGet: metrics.ServeHTTP}, true)
-	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, fmt.Errorf("%w: no endpoint %s", node.ErrNotFound, r.URL.Path))
-	})
+	a.mux.HandleFunc("/", notFound)
+	// The public listener: the same read-only /xrpc/ methods, nothing else.
+	a.routeXRPC(a.pub)
+	a.pub.HandleFunc("/", notFound)
+}
+
+func notFound(w http.ResponseWriter, r *http.Request) {
+	writeError(w, fmt.Errorf("%w: no endpoint %s", node.ErrNotFound, r.URL.Path))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -29,6 +29,15 @@ import (
 //   - headers must arrive within ReadHeaderTimeout, and idle connections are closed
 //     after IdleTimeout anyway.
 //
+// The public XRPC listener (Config.XRPCAddr) has no token: there a connection counts
+// as authenticated once one whole request (its headers) arrived, so the same rules
+// keep requests in progress from being pushed out by peers that send headers slowly or
+// open connections in bursts, and reclaim idle keep-alive connections first. Each
+// listener has its own guard: public peers cannot take the TCP API's connections.
+// What they can still do is keep up to MaxConns requests in progress (reading the
+// answers slowly, each cut off after WriteTimeout): the listener serves the open
+// network as well as one process can, not as a rate-limiting proxy would.
+//
 // The Unix socket keeps the simple per-listener cap (limitListener): its file mode is
 // its access control.
 const (
@@ -275,11 +284,10 @@ func requestLimits(h http.Handler) http.Handler {
 	})
 }
 
-// guardTCP puts the TCP listener under a connGuard: srv's hooks follow each
+// guardTCP puts a TCP listener under the connGuard g: srv's hooks follow each
 // connection, and oversized requests get JSON answers. The guard comes from
 // markAuthenticated, which the handler chain (built first) created.
-func (a *Server) guardTCP(srv *http.Server, ln net.Listener) net.Listener {
-	g := a.guard
+func (a *Server) guardTCP(g *connGuard, srv *http.Server, ln net.Listener) net.Listener {
 	srv.ConnState = g.connState
 	srv.ConnContext = g.connContext
 	srv.MaxHeaderBytes = tcpMaxHeaderBytes
@@ -288,12 +296,12 @@ func (a *Server) guardTCP(srv *http.Server, ln net.Listener) net.Listener {
 	return g.listener(ln)
 }
 
-// markAuthenticated creates the TCP listener's guard and returns h marking the
-// connections of the requests that reach it (behind the token check) authenticated;
-// oversized requests are answered before h.
-func (a *Server) markAuthenticated(h http.Handler) http.Handler {
-	a.guard = newConnGuard(a.cfg.MaxConns)
-	return a.guard.authenticated(requestLimits(h))
+// markAuthenticated creates a TCP listener's guard and returns it with h marking the
+// connections of the requests that reach it (behind the token check, if any)
+// authenticated; oversized requests are answered before h.
+func (a *Server) markAuthenticated(h http.Handler) (*connGuard, http.Handler) {
+	g := newConnGuard(a.cfg.MaxConns)
+	return g, g.authenticated(requestLimits(h))
 }
 
 func closed(c <-chan struct{}) bool {

@@ -17,18 +17,20 @@ import (
 	"github.com/batonhq/baton/internal/wait"
 )
 
-// authedWithin polls, with a fresh connection each time, until an authenticated
-// request to addr succeeds, and fails the test if that takes longer than limit. The
+// servedWithin polls, with a fresh connection each time, until GET url (with the
+// headers h) answers 200, and fails the test if that takes longer than limit. The
 // limit is loose (a loaded two-core machine); the starvation it guards against took
 // 9 s to 70 s and more.
-func authedWithin(t *testing.T, addr string, limit time.Duration) time.Duration {
+func servedWithin(t *testing.T, url string, h http.Header, limit time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
 	var last error
-	err := wait.For(limit, "an authenticated request succeeds", func() bool {
+	err := wait.For(limit, "a request succeeds", func() bool {
 		hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-		req, _ := http.NewRequest("GET", "http://"+addr+"/healthz", nil)
-		req.Header.Set("Authorization", "Bearer "+testToken)
+		req, _ := http.NewRequest("GET", url, nil)
+		for k, v := range h {
+			req.Header[k] = v
+		}
 		resp, err := hc.Do(req)
 		if err != nil {
 			last = err
@@ -40,9 +42,77 @@ func authedWithin(t *testing.T, addr string, limit time.Duration) time.Duration 
 		return resp.StatusCode == 200
 	})
 	if err != nil {
-		t.Fatalf("authenticated request: %v (last: %v)", err, last)
+		t.Fatalf("GET %s: %v (last: %v)", url, err, last)
 	}
 	return time.Since(start)
+}
+
+// authedWithin is servedWithin for an authenticated GET /healthz on the TCP API.
+func authedWithin(t *testing.T, addr string, limit time.Duration) time.Duration {
+	t.Helper()
+	return servedWithin(t, "http://"+addr+"/healthz", http.Header{"Authorization": {"Bearer " + testToken}}, limit)
+}
+
+// slowloris runs conns connections to addr that each send a partial request header
+// and nothing more, reopened every reopen, until ctx ends; the returned function
+// waits until they are closed.
+func slowloris(ctx context.Context, addr string, conns int, reopen time.Duration) (wait func()) {
+	var wg sync.WaitGroup
+	for i := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				c, err := net.DialTimeout("tcp", addr, time.Second)
+				if err == nil {
+					fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x%d\r\nX-Slow: ", i)
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(reopen):
+				}
+				if c != nil {
+					c.Close()
+				}
+			}
+		}()
+	}
+	return wg.Wait
+}
+
+// idleKeepalive opens n connections to addr that each send the whole request req
+// (raw HTTP/1.1, keep-alive) and read its answer, then stay open and idle until the
+// test ends.
+func idleKeepalive(t *testing.T, addr string, n int, req string) {
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.DialTimeout("tcp", addr, time.Second)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+			fmt.Fprint(c, req)
+			if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			_ = c.SetDeadline(time.Time{})
+		}()
+	}
+	wg.Wait()
 }
 
 // TestTCPAPIStarvation: peers without the token cannot hold what authenticated
@@ -60,27 +130,7 @@ func TestTCPAPIStarvation(t *testing.T) {
 		// reopened every 4 s, for at most 12 s.
 		ctx, cancel := context.WithTimeout(context.Background(), 12*time.Second)
 		defer cancel()
-		var wg sync.WaitGroup
-		for i := range 120 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for ctx.Err() == nil {
-					c, err := net.DialTimeout("tcp", addr, time.Second)
-					if err == nil {
-						fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x%d\r\nX-Slow: ", i)
-					}
-					select {
-					case <-ctx.Done():
-					case <-time.After(4 * time.Second):
-					}
-					if c != nil {
-						c.Close()
-					}
-				}
-			}()
-		}
-		defer wg.Wait()
+		defer slowloris(ctx, addr, 120, 4*time.Second)()
 		defer cancel()
 		// Ask once a second for 6 s: across the attack's first reopening.
 		tick := time.NewTicker(time.Second)
@@ -93,35 +143,7 @@ func TestTCPAPIStarvation(t *testing.T) {
 
 	t.Run("idle_keepalive", func(t *testing.T) {
 		// 300 authenticated keep-alive connections, each after one request left idle.
-		var conns []net.Conn
-		defer func() {
-			for _, c := range conns {
-				c.Close()
-			}
-		}()
-		var mu sync.Mutex
-		var wg sync.WaitGroup
-		for range 300 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				c, err := net.DialTimeout("tcp", addr, time.Second)
-				if err != nil {
-					return
-				}
-				mu.Lock()
-				conns = append(conns, c)
-				mu.Unlock()
-				_ = c.SetDeadline(time.Now().Add(3 * time.Second))
-				fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", testToken)
-				if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
-				_ = c.SetDeadline(time.Time{})
-			}()
-		}
-		wg.Wait()
+		idleKeepalive(t, addr, 300, "GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+testToken+"\r\n\r\n")
 		if took := authedWithin(t, addr, 5*time.Second); took > 5*time.Second {
 			t.Fatalf("authenticated request behind 300 idle connections took %v", took)
 		}

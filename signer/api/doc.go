@@ -18,10 +18,13 @@
 //
 // On an atproto chain, /xrpc/ serves the repository as a PDS would (xrpc.go):
 // com.atproto.sync.getRecord (a CAR with the record's MST proof), repo.getRecord (JSON),
-// sync.getLatestCommit, sync.getRepo (a CAR) and sync.subscribeRepos (a WebSocket of
-// #commit frames, seq = the chain's seq; xrpc_stream.go says how streams are bounded).
-// Every replica answers the same bytes; errors carry XRPC's names (InvalidRequest,
-// RecordNotFound, RepoNotFound, ...).
+// repo.listRecords, repo.describeRepo, sync.getLatestCommit, sync.getRepo (a CAR) and
+// sync.subscribeRepos (a WebSocket of #commit frames, seq = the chain's seq;
+// xrpc_stream.go says how streams are bounded). Every replica answers the same bytes;
+// errors carry XRPC's names (InvalidRequest, RecordNotFound, RepoNotFound, ...).
+// Config.XRPCAddr (`baton run --xrpc-addr`) serves these methods alone, without a
+// token, on a public listener of their own (for a relay to crawl): every other path is
+// 404 there, and its connections are bounded as the TCP API's are (conns.go).
 //
 // Errors are {"error": CODE, "message": text}; Code maps an error to its code and HTTP
 // status; the client returns *APIError, which unwraps to package node's sentinels

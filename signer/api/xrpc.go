@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
@@ -15,9 +17,10 @@ import (
 )
 
 // The XRPC endpoints of an atproto chain (com.atproto.sync.* and
-// com.atproto.repo.getRecord): what a client of atproto asks a PDS, answered from this
+// com.atproto.repo.getRecord, listRecords, describeRepo): what a client of atproto asks a PDS, answered from this
 // replica's applied repository. Every replica answers the same bytes. They sit behind
-// the same listeners, token check and limits as /v1. Errors follow XRPC's shape
+// the same listeners, token check and limits as /v1, and alone on the public
+// read-only listener (Config.XRPCAddr, no token). Errors follow XRPC's shape
 // ({"error": <Name>, "message"}), with atproto's names.
 
 // XRPC error names.
@@ -62,16 +65,20 @@ func writeXRPCError(w http.ResponseWriter, err error) {
 	writeJSON(w, xe.status, errorJSON{Error: xe.name, Message: xe.msg})
 }
 
-func (a *Server) routeXRPC() {
+// routeXRPC registers the XRPC methods on mux (the API's, or the public listener's:
+// every method here only reads).
+func (a *Server) routeXRPC(mux *http.ServeMux) {
 	x := func(name string, h http.HandlerFunc) {
-		a.routeQ("/xrpc/"+name, handlers{http.MethodGet: h}, true)
+		routeOn(mux, "/xrpc/"+name, handlers{http.MethodGet: h}, true)
 	}
 	x("com.atproto.sync.getRecord", a.syncGetRecord)
 	x("com.atproto.repo.getRecord", a.repoGetRecord)
+	x("com.atproto.repo.listRecords", a.listRecords)
+	x("com.atproto.repo.describeRepo", a.describeRepo)
 	x("com.atproto.sync.getLatestCommit", a.getLatestCommit)
 	x("com.atproto.sync.getRepo", a.getRepo)
 	x("com.atproto.sync.subscribeRepos", a.subscribeRepos) // xrpc_stream.go
-	a.mux.HandleFunc("/xrpc/{method}", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/xrpc/{method}", func(w http.ResponseWriter, r *http.Request) {
 		writeXRPCError(w, xerr(http.StatusNotImplemented, XRPCNotImplemented, "%s is not served here", r.PathValue("method")))
 	})
 }
@@ -117,8 +124,8 @@ func recordParams(r *http.Request, repoKey string, extra ...string) (did, path s
 	if did == "" || coll == "" || rkey == "" {
 		return "", "", xerr(http.StatusBadRequest, XRPCInvalidRequest, "%s, collection and rkey are required", repoKey)
 	}
-	if _, err := syntax.ParseDID(did); err != nil {
-		return "", "", xerr(http.StatusBadRequest, XRPCInvalidRequest, "%s: %v (a DID: handles are not resolved here)", repoKey, err)
+	if err := checkRepoParam(repoKey, did); err != nil {
+		return "", "", err
 	}
 	path = coll + "/" + rkey
 	if _, _, err := syntax.ParseRepoPath(path); err != nil {
@@ -264,4 +271,136 @@ func (a *Server) getRepo(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeCAR(w, car.Bytes())
+}
+
+// listRecords limits (the lexicon's).
+const (
+	DefaultListRecords = 50
+	MaxListRecords     = 100
+)
+
+// repoListRecordsOutput is com.atproto.repo.listRecords's answer.
+type repoListRecordsOutput struct {
+	Cursor  string                `json:"cursor,omitempty"`
+	Records []repoGetRecordOutput `json:"records"`
+}
+
+// listRecords answers com.atproto.repo.listRecords: up to limit (1-100, default 50)
+// records of a collection as getRecord gives each, in rkey order as the reference PDS
+// lists them: descending (the newest TIDs first), ascending with reverse=true. cursor
+// is the last rkey of the page before (exclusive); the answer has one when more
+// records follow. It reads the MST nodes on the way to the page only
+// (atproto.ListRecords).
+func (a *Server) listRecords(w http.ResponseWriter, r *http.Request) {
+	q, err := query(r, "repo", "collection", "limit", "cursor", "reverse")
+	if err != nil {
+		writeXRPCError(w, err)
+		return
+	}
+	did, coll := q.Get("repo"), q.Get("collection")
+	limit, asc := DefaultListRecords, false
+	switch {
+	case did == "" || coll == "":
+		err = xerr(http.StatusBadRequest, XRPCInvalidRequest, "repo and collection are required")
+	case q.Has("limit"):
+		if limit, err = strconv.Atoi(q.Get("limit")); err != nil || limit < 1 || limit > MaxListRecords {
+			err = xerr(http.StatusBadRequest, XRPCInvalidRequest, "limit %q: an integer from 1 to %d", q.Get("limit"), MaxListRecords)
+		}
+	}
+	if err == nil && q.Has("reverse") {
+		if asc, err = strconv.ParseBool(q.Get("reverse")); err != nil || (q.Get("reverse") != "true" && q.Get("reverse") != "false") {
+			err = xerr(http.StatusBadRequest, XRPCInvalidRequest, "reverse %q: true or false", q.Get("reverse"))
+		}
+	}
+	if err == nil {
+		err = checkRepoParam("repo", did)
+	}
+	if err == nil {
+		if _, perr := syntax.ParseNSID(coll); perr != nil {
+			err = xerr(http.StatusBadRequest, XRPCInvalidRequest, "collection: %v", perr)
+		}
+	}
+	if err != nil {
+		writeXRPCError(w, err)
+		return
+	}
+	out := repoListRecordsOutput{Records: []repoGetRecordOutput{}}
+	err = a.readRepo(did, func(bs atproto.Blocks, h atproto.Head) error {
+		recs, more, err := atproto.ListRecords(bs, h, coll, q.Get("cursor"), limit, asc)
+		if err != nil {
+			return err
+		}
+		for _, rec := range recs {
+			o := repoGetRecordOutput{URI: "at://" + h.DID + "/" + rec.Path}
+			if o.CID, err = atproto.CIDString(rec.CID); err != nil {
+				return err
+			}
+			if o.Value, err = atproto.RecordJSON(rec.Rec); err != nil {
+				return fmt.Errorf("record %s: %w", rec.Path, err)
+			}
+			out.Records = append(out.Records, o)
+		}
+		if more {
+			_, out.Cursor, _ = strings.Cut(recs[len(recs)-1].Path, "/")
+		}
+		return nil
+	})
+	if err != nil {
+		writeXRPCError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// InvalidHandle is the handle atproto answers for an account whose handle is not
+// verified: baton knows none (it resolves neither handles nor DIDs).
+const InvalidHandle = "handle.invalid"
+
+// repoDescribeRepoOutput is com.atproto.repo.describeRepo's answer. didDoc is left
+// out: baton neither stores nor resolves the DID document.
+type repoDescribeRepoOutput struct {
+	Handle          string   `json:"handle"`
+	DID             string   `json:"did"`
+	Collections     []string `json:"collections"`
+	HandleIsCorrect bool     `json:"handleIsCorrect"`
+}
+
+// describeRepo answers com.atproto.repo.describeRepo: the repository's DID and its
+// collections (sorted; one MST seek each, atproto.Collections), handle
+// "handle.invalid" with handleIsCorrect false, no didDoc.
+func (a *Server) describeRepo(w http.ResponseWriter, r *http.Request) {
+	q, err := query(r, "repo")
+	if err != nil {
+		writeXRPCError(w, err)
+		return
+	}
+	did := q.Get("repo")
+	if did == "" {
+		err = xerr(http.StatusBadRequest, XRPCInvalidRequest, "repo is required")
+	} else {
+		err = checkRepoParam("repo", did)
+	}
+	if err != nil {
+		writeXRPCError(w, err)
+		return
+	}
+	out := repoDescribeRepoOutput{Handle: InvalidHandle}
+	err = a.readRepo(did, func(bs atproto.Blocks, h atproto.Head) error {
+		cs, err := atproto.Collections(bs, h)
+		out.DID, out.Collections = h.DID, append([]string{}, cs...) // [] rather than null
+		return err
+	})
+	if err != nil {
+		writeXRPCError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// checkRepoParam checks a repo (or did) parameter: a DID, handles are not resolved.
+func checkRepoParam(name, did string) error {
+	if _, err := syntax.ParseDID(did); err != nil {
+		return xerr(http.StatusBadRequest, XRPCInvalidRequest, "%s: %v (a DID: handles are not resolved here)", name, err)
+	}
+	return nil
 }

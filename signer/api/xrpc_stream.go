@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -36,7 +35,8 @@ import (
 // keeps its connection slot (the cap leaves the rest of MaxConns to requests); on
 // TCP an upgraded connection leaves the guard's count (conns.go), so streams never
 // take the slots authenticated requests need, and only requests that passed the token
-// check reach the upgrade. Pings every StreamPing; a peer that answers none for
+// check reach the upgrade. The public listener (Config.XRPCAddr) has streams of its
+// own (MaxStreams of them, apart from the TCP API's), upgraded without a token. Pings every StreamPing; a peer that answers none for
 // 3*StreamPing is dropped.
 
 // Stream limits.
@@ -119,8 +119,11 @@ func (s *eventSource) frame(c signer.AppliedCommit) ([]byte, error) {
 
 // streamSlots returns the stream semaphore of the listener r arrived on.
 func (a *Server) streamSlots(r *http.Request) chan struct{} {
-	if _, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr); ok {
+	switch r.Context().Value(listenerKey{}) {
+	case onTCP:
 		return a.tcpStreams
+	case onPublic:
+		return a.pubStreams
 	}
 	return a.sockStreams
 }
