@@ -259,22 +259,8 @@ func TestContentRefusalNoOpExplains(t *testing.T) {
 // old rule (TrustRefusal) the loop called it refused and raised a false alarm.
 func TestRefusalAtOrBelowHeadSettledLocally(t *testing.T) {
 	for _, old := range []bool{false, true} {
-		name := "fixed"
-		if old {
-			name = "old-false-alarm"
-		}
-		t.Run(name, func(t *testing.T) {
-			var alarms atomic.Int32
-			c, spy := spyCluster(t, &knobs.Signer{TrustRefusal: old}, func(o *clusterOpts) {
-				inner := o.loop
-				o.loop = func(d *clusterDev, cfg *LoopConfig) {
-					inner(d, cfg)
-					cfg.MaxBatchCount = 1 // one commit per intent
-					cfg.Diverged = func(error) { alarms.Add(1) }
-				}
-			})
-			l := c.devs[0].loop
-			dev := c.devs[0]
+		t.Run(subtestName(old), func(t *testing.T) {
+			l, dev, spy, alarms := falseAlarmCluster(t, old)
 			var first sync.Once
 			spy.before = func(ctx context.Context, raw []byte) (intentlog.Result, error, bool) {
 				cm, _ := chain.Decode(raw)
@@ -288,34 +274,13 @@ func TestRefusalAtOrBelowHeadSettledLocally(t *testing.T) {
 					handled = true
 					// The local replica lags: it shows neither copy until the loop
 					// has taken the answer.
-					v := dev.log.View()
-					spy.frozen.Store(&v)
-					defer func() {
-						steps := l.Stats().Steps
-						go func() {
-							deadline := time.Now().Add(5 * time.Second)
-							for l.Stats().Steps <= steps+1 && time.Now().Before(deadline) {
-								<-time.After(time.Millisecond)
-							}
-							spy.frozen.Store(nil)
-							l.Wake()
-						}()
-					}()
+					defer spy.lagUntilAnswered(l, dev)()
 					// The first copy applies; the next commit applies after it; the
 					// answer the loop gets is the resent copy's.
 					if res, err = spy.fwdLog.Propose(ctx, intentlog.CommitEntry{Raw: raw}); err != nil || !res.Accepted {
 						return
 					}
-					for dev.log.View().Head.Seq < 2 && ctx.Err() == nil {
-						w := dev.log.Watch()
-						if dev.log.View().Head.Seq >= 2 {
-							break
-						}
-						select {
-						case <-w:
-						case <-ctx.Done():
-						}
-					}
+					waitHead(ctx, dev, 2)
 					res, err = spy.fwdLog.Propose(context.WithoutCancel(ctx), intentlog.CommitEntry{Raw: raw})
 				})
 				return res, err, handled
@@ -357,22 +322,8 @@ func TestRefusalAtOrBelowHeadSettledLocally(t *testing.T) {
 // old rule is kept behind TrustRefusal, which the simulator's knob uses).
 func TestRefusalBehindHeadThenAppliedNoFalseAlarm(t *testing.T) {
 	for _, old := range []bool{false, true} {
-		name := "fixed"
-		if old {
-			name = "old-false-alarm"
-		}
-		t.Run(name, func(t *testing.T) {
-			var alarms atomic.Int32
-			c, spy := spyCluster(t, &knobs.Signer{TrustRefusal: old}, func(o *clusterOpts) {
-				inner := o.loop
-				o.loop = func(d *clusterDev, cfg *LoopConfig) {
-					inner(d, cfg)
-					cfg.MaxBatchCount = 1 // one commit per intent
-					cfg.Diverged = func(error) { alarms.Add(1) }
-				}
-			})
-			l := c.devs[0].loop
-			dev := c.devs[0]
+		t.Run(subtestName(old), func(t *testing.T) {
+			l, dev, spy, alarms := falseAlarmCluster(t, old)
 			refusedA := make(chan struct{})
 			var firstOne, firstTwo sync.Once
 			var copyA, copyB intentlog.Result
@@ -404,33 +355,12 @@ func TestRefusalBehindHeadThenAppliedNoFalseAlarm(t *testing.T) {
 				case 2:
 					firstTwo.Do(func() {
 						handled = true
-						v := dev.log.View()
-						spy.frozen.Store(&v) // the loop sees its replica only after the answer
-						defer func() {
-							steps := l.Stats().Steps
-							go func() {
-								deadline := time.Now().Add(5 * time.Second)
-								for l.Stats().Steps <= steps+1 && time.Now().Before(deadline) {
-									<-time.After(time.Millisecond)
-								}
-								spy.frozen.Store(nil)
-								l.Wake()
-							}()
-						}()
+						defer spy.lagUntilAnswered(l, dev)() // the loop sees its replica only after the answer
 						if copyA, err = spy.fwdLog.Propose(ctx, intentlog.CommitEntry{Raw: raw}); err != nil {
 							return
 						}
 						close(refusedA)
-						for dev.log.View().Head.Seq < 1 && ctx.Err() == nil {
-							w := dev.log.Watch()
-							if dev.log.View().Head.Seq >= 1 {
-								break
-							}
-							select {
-							case <-w:
-							case <-ctx.Done():
-							}
-						}
+						waitHead(ctx, dev, 1)
 						// A copy the transport resent applies after seq 1.
 						copyB, _ = spy.fwdLog.Propose(context.WithoutCancel(ctx), intentlog.CommitEntry{Raw: raw})
 						res = copyA
@@ -468,4 +398,61 @@ func TestRefusalBehindHeadThenAppliedNoFalseAlarm(t *testing.T) {
 			}
 		})
 	}
+}
+
+// falseAlarmCluster is the setup of the false-alarm tests: one device signing one
+// commit per intent, its divergence alarms counted, the old rule (TrustRefusal) when
+// old.
+func falseAlarmCluster(t *testing.T, old bool) (*Loop, *clusterDev, *commitSpy, *atomic.Int32) {
+	t.Helper()
+	alarms := new(atomic.Int32)
+	c, spy := spyCluster(t, &knobs.Signer{TrustRefusal: old}, func(o *clusterOpts) {
+		inner := o.loop
+		o.loop = func(d *clusterDev, cfg *LoopConfig) {
+			inner(d, cfg)
+			cfg.MaxBatchCount = 1 // one commit per intent
+			cfg.Diverged = func(error) { alarms.Add(1) }
+		}
+	})
+	return c.devs[0].loop, c.devs[0], spy, alarms
+}
+
+// lagUntilAnswered makes the loop see its replica as it is now until the loop has
+// taken the answer the caller is about to return (two more steps): a local replica
+// that lags. It returns the function to defer.
+func (s *commitSpy) lagUntilAnswered(l *Loop, dev *clusterDev) func() {
+	v := dev.log.View()
+	s.frozen.Store(&v)
+	return func() {
+		steps := l.Stats().Steps
+		go func() {
+			deadline := time.Now().Add(5 * time.Second)
+			for l.Stats().Steps <= steps+1 && time.Now().Before(deadline) {
+				<-time.After(time.Millisecond)
+			}
+			s.frozen.Store(nil)
+			l.Wake()
+		}()
+	}
+}
+
+// waitHead waits until dev's replica has applied seq (or ctx ends).
+func waitHead(ctx context.Context, dev *clusterDev, seq uint64) {
+	for dev.log.View().Head.Seq < seq && ctx.Err() == nil {
+		w := dev.log.Watch()
+		if dev.log.View().Head.Seq >= seq {
+			break
+		}
+		select {
+		case <-w:
+		case <-ctx.Done():
+		}
+	}
+}
+
+func subtestName(old bool) string {
+	if old {
+		return "old-false-alarm"
+	}
+	return "fixed"
 }
