@@ -188,6 +188,15 @@ var seedRegressions = []struct {
 	// for it; docs/DESIGN.md, "The lease"). Kept so that the count, when it comes back,
 	// meets this seed first.
 	{321503, "a restarted ex-holder stuck behind with the store-time lease count"},
+	// A leadership transfer with 9 commits in flight: the holder re-claimed its own
+	// record as epoch 3 (8 of them voided), and its hold ended later with 2 more in
+	// flight: 10 never applied in one hold, over the bound of 9, in about 1 replay of
+	// 3; the bound did not allow a window per move to a next epoch that no defect
+	// caused (check_refused.go; found by the sweep of b008f3e).
+	{610321, "a hold's re-claim of its next epoch voided a window the bound did not allow"},
+	// A follower rolled back by a duplicated InstallSnapshot older than its state
+	// (epoch_reused; FSM.Restore keeps a state at or past the snapshot) is not here:
+	// it then meets hashicorp/raft #697 (no_convergence), docs/DRILLS.md, seed 401657.
 }
 
 func TestSeedRegressions(t *testing.T) {

@@ -62,10 +62,10 @@ type checker struct {
 	// lost: the (device, epoch) holds that ended with no hold of the same device
 	// following on (an "unholds" event), as opposed to a bump to the next epoch.
 	lost map[[2]uint64]bool
-	// races: per device and incarnation, the commits its loop saw refused for a race
-	// on the dedupe window or a full one (content refusals that are no defect:
-	// signer.Defect), under mu. Each ends its epoch with a window in flight
-	// (check_refused.go).
+	// races: per device and incarnation, the commits its loop saw refused for their
+	// content by a defect (signer.Defect: not a race on the dedupe window nor a full
+	// one), under mu: the moves to a next epoch they caused get no allowance in the
+	// bound of check_refused.go.
 	races map[[2]int]uint64
 
 	failover time.Duration
