@@ -102,6 +102,9 @@ func (w *world) inject(a action, dev int) (bool, string) {
 	case FRepair, FLostDB, FRestore, FRepairBehind:
 		return w.injectRepair(a, dev)
 
+	case FRepairMajority:
+		return w.injectRepairMajority(a, dev)
+
 	case FCrash, FPowerCut:
 		d := w.devs[dev]
 		if !d.crash(a.Kind == FPowerCut, a.Damage, a.Frac) {

@@ -38,3 +38,21 @@ func TestNoRepairBehindBug(t *testing.T) {
 	c.kinds = []string{VPanic, VFork, VLost, VLiveness, VConverge}
 	findsNoBug(t, c)
 }
+
+// Issue 20 item 6's "repair on a majority": the repairmajority fault repairs a
+// majority after the others fell behind. With the knob no-fence the repaired devices
+// vote at once and the minority's leader writes over entries it lacks: a fork (3 of
+// seeds 1-6 on 2026-12-02). With the fence every device waits: nothing forks, and the
+// run asks no liveness (faults_repair_majority.go).
+var repairMajorityBug = bugCase{profile: "repair-majority", knobs: Knobs{NoFence: true}, first: 1, seeds: 6,
+	kinds: []string{VFork}}
+
+func TestFindsRepairMajorityBug(t *testing.T) { findsBug(t, repairMajorityBug) }
+
+// The same seeds find nothing on the fixed code.
+func TestNoRepairMajorityBug(t *testing.T) {
+	c := repairMajorityBug
+	c.knobs = Knobs{}
+	c.kinds = []string{VPanic, VFork, VLost, VInvalid, VEquivocate}
+	findsNoBug(t, c)
+}

@@ -52,7 +52,20 @@ func (w *world) recover() {
 	bound := w.failoverBound()
 	w.mu.Lock()
 	w.giveUpAt = time.Now().Add(bound + convergeSlack)
+	majority := w.majorityRepaired
 	w.mu.Unlock()
+	if majority {
+		// A majority lost its logs: by design no leader is elected until a device
+		// holding the history returns (faults_repair_majority.go): no liveness nor
+		// convergence is asked, only that nothing forks. The probe still goes in
+		// (a leader elected against the design would sign it).
+		if _, ok := w.probe(bound + convergeSlack); ok {
+			w.ev.add(-1, "probe", "signed after a majority's repair")
+		}
+		w.loadWG.Wait()
+		w.chk.final(false)
+		return
+	}
 
 	// Liveness.
 	signedAt, ok := w.probe(bound + convergeSlack)

@@ -311,7 +311,7 @@ func makeSchedule(seed int64, devices int, p Profile, dur, ttl time.Duration) []
 			a.Dur = between(time.Second, 4*time.Second)
 			a.Target, a.Dev = target()
 			a.Damage = diskDamage(rng)
-		case FRepair, FLostDB, FRestore, FRepairBehind:
+		case FRepair, FLostDB, FRestore, FRepairBehind, FRepairMajority:
 			diskAction(&a, rng, target)
 		case FPause:
 			a.Dur = ttlTimes(1.2, 3)

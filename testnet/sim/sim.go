@@ -398,6 +398,9 @@ type world struct {
 	// fence up); under mu. Down or fenced, they hold no copy a repair elsewhere
 	// could count on (faults_repair.go, othersCatchingUp).
 	unsynced map[int]uint64 // dev -> the others' applied index when it lost its log
+	// majorityRepaired: a repairmajority fault ran (faults_repair_majority.go): no
+	// liveness is asked after it, the history's survival instead; under mu.
+	majorityRepaired bool
 }
 
 type linkFault struct {
