@@ -322,6 +322,9 @@ func (a *applier) retention() int64 {
 // meanwhile). What a clock error costs is at most one step for each forward step of
 // one device's clock, whatever the handovers. writer is "" for the genesis.
 func (a *applier) advance(ts int64, writer string) {
+	if !a.byWriter {
+		writer = "" // a version-3 entry's writer is not kept: the next version-4 stamp is a new writer's
+	}
 	if !a.bounded || a.m.LogTime <= 0 {
 		if ts <= a.m.LogTime {
 			return
@@ -333,10 +336,7 @@ func (a *applier) advance(ts int64, writer string) {
 		}
 		a.m.LogTime = ts
 		if a.bounded {
-			a.m.LastStamp, a.m.StampBy = ts, ""
-			if a.byWriter {
-				a.m.StampBy = writer
-			}
+			a.m.LastStamp, a.m.StampBy = ts, writer
 		}
 		return
 	}
@@ -346,7 +346,7 @@ func (a *applier) advance(ts int64, writer string) {
 	}
 	switch {
 	case !a.byWriter:
-		a.m.LastStamp, a.m.StampBy = ts, ""
+		a.m.LastStamp, a.m.StampBy = ts, writer
 	case a.m.StampBy != writer:
 		a.m.LastStamp, a.m.StampBy = ts, writer // a new writer's baseline
 		return

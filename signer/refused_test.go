@@ -285,15 +285,7 @@ func TestRefusalAtOrBelowHeadSettledLocally(t *testing.T) {
 				})
 				return res, err, handled
 			}
-			ts := make([]*Ticket, 0, 2)
-			for _, in := range intents(0, 2) {
-				tk, err := l.Add(in)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ts = append(ts, tk)
-			}
-			outs := waitTickets(t, ts...)
+			outs := waitTickets(t, addAll(t, l, intents(0, 2))...)
 			if !checkAlarms(t, l, old, alarms, outs) {
 				return
 			}
@@ -358,15 +350,7 @@ func TestRefusalBehindHeadThenAppliedNoFalseAlarm(t *testing.T) {
 				}
 				return res, err, handled
 			}
-			ts := make([]*Ticket, 0, 2)
-			for _, in := range intents(0, 2) {
-				tk, err := l.Add(in)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ts = append(ts, tk)
-			}
-			outs := waitTickets(t, ts...)
+			outs := waitTickets(t, addAll(t, l, intents(0, 2))...)
 			if copyA.Accepted || copyA.Head.Seq >= 1 || !copyB.Accepted {
 				t.Fatalf("the order did not happen: copy A %+v, copy B %+v", copyA, copyB)
 			}
@@ -456,4 +440,18 @@ func checkAlarms(t *testing.T, l *Loop, old bool, alarms *atomic.Int32, outs []O
 		t.Fatalf("%d divergence alarms on a healthy replica", n)
 	}
 	return true
+}
+
+// addAll hands ins to the loop and returns their tickets.
+func addAll(t *testing.T, l *Loop, ins []intentlog.Intent) []*Ticket {
+	t.Helper()
+	ts := make([]*Ticket, 0, len(ins))
+	for _, in := range ins {
+		tk, err := l.Add(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts = append(ts, tk)
+	}
+	return ts
 }

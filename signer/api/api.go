@@ -275,23 +275,21 @@ func Start(n *node.Node, cfg Config) (*Server, error) {
 		a.sock = p
 		a.serve(ln, onSocket)
 	}
-	if cfg.Addr != "" {
-		ln, err := net.Listen("tcp", cfg.Addr)
+	for _, l := range []struct {
+		addr  string
+		bound *string
+		kind  listenerKind
+	}{{cfg.Addr, &a.tcp, onTCP}, {cfg.XRPCAddr, &a.xrpc, onPublic}} {
+		if l.addr == "" {
+			continue
+		}
+		ln, err := net.Listen("tcp", l.addr)
 		if err != nil {
 			a.Close(nil)
-			return nil, fmt.Errorf("listen %s: %w", cfg.Addr, err)
+			return nil, fmt.Errorf("listen %s: %w", l.addr, err)
 		}
-		a.tcp = ln.Addr().String()
-		a.serve(ln, onTCP)
-	}
-	if cfg.XRPCAddr != "" {
-		ln, err := net.Listen("tcp", cfg.XRPCAddr)
-		if err != nil {
-			a.Close(nil)
-			return nil, fmt.Errorf("listen %s: %w", cfg.XRPCAddr, err)
-		}
-		a.xrpc = ln.Addr().String()
-		a.serve(ln, onPublic)
+		*l.bound = ln.Addr().String()
+		a.serve(ln, l.kind)
 	}
 	return a, nil
 }

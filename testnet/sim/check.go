@@ -62,11 +62,11 @@ type checker struct {
 	// lost: the (device, epoch) holds that ended with no hold of the same device
 	// following on (an "unholds" event), as opposed to a bump to the next epoch.
 	lost map[[2]uint64]bool
-	// races: per device and incarnation, the commits its loop saw refused for their
+	// defects: per device and incarnation, the commits its loop saw refused for their
 	// content by a defect (signer.Defect: not a race on the dedupe window nor a full
 	// one), under mu: the moves to a next epoch they caused get no allowance in the
 	// bound of check_refused.go.
-	races map[[2]int]uint64
+	defects map[[2]int]uint64
 
 	failover time.Duration
 }

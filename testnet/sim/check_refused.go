@@ -60,10 +60,10 @@ func (c *checker) checkRefusals(d *device, inc int, n *node.Node) {
 		}
 	}
 	c.mu.Lock()
-	if c.races == nil {
-		c.races = map[[2]int]uint64{}
+	if c.defects == nil {
+		c.defects = map[[2]int]uint64{}
 	}
-	c.races[[2]int{d.idx, inc}] = max(c.races[[2]int{d.idx, inc}], defects)
+	c.defects[[2]int{d.idx, inc}] = max(c.defects[[2]int{d.idx, inc}], defects)
 	c.mu.Unlock()
 	if len(rs) > 0 && c.once(VContentRefused, d.idx, inc) {
 		sort.Strings(rs)
@@ -115,7 +115,7 @@ func (c *checker) checkRefusedPerHold() {
 	// 2 in flight: 10). Moves after a defect's refusal (a commit refused for its
 	// content: the one-request wedge's) get none.
 	defects := map[int]uint64{}
-	for k, v := range c.races {
+	for k, v := range c.defects {
 		defects[k[0]] += v
 	}
 	c.mu.Unlock()
