@@ -67,6 +67,38 @@ func guarded(fn func() error) error {
 	return <-done
 }
 
+// openGuard makes a failed bbolt open leave no lock behind. bbolt takes the file's
+// lock early in Open and, on some damaged files (a page past the end of a cut file),
+// panics after it mapped the file; the panic is recovered (guarded), but the lock
+// would stay held in the process (the map keeps the file open even once it is
+// closed), and the next open of that file in this process (an embedder retrying
+// node.New after the repair) would wait for ever (docs/DRILLS.md, seed 680274).
+type openGuard struct {
+	f     *os.File
+	owned bool // set once Open returned: the database owns the file
+}
+
+// guardOpen has o's opens remembered; defer release before the open.
+func guardOpen(o *bolt.Options) *openGuard {
+	g := &openGuard{}
+	o.OpenFile = func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		f, err := os.OpenFile(name, flag, perm)
+		g.f = f
+		return f, err
+	}
+	return g
+}
+
+// release unlocks and closes the file unless the open succeeded. A file bbolt closed
+// itself (an open that returned an error) is harmless to unlock and close again. The
+// map of a panicked open stays (memory, not the lock).
+func (g *openGuard) release() {
+	if !g.owned && g.f != nil {
+		unlockFile(g.f)
+		g.f.Close()
+	}
+}
+
 // checkBolt checks the bbolt file at path: that it opens (its meta pages and its
 // freelist load), that it is at least as large as the database it describes (else it
 // was truncated), that every page of every bucket reads, and bbolt's consistency check.
@@ -82,7 +114,11 @@ func checkBolt(path string, more func(db *bolt.DB) error) error {
 		if err != nil {
 			return err
 		}
-		db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, PreLoadFreelist: true, Timeout: 2 * time.Second})
+		o := &bolt.Options{ReadOnly: true, PreLoadFreelist: true, Timeout: 2 * time.Second}
+		g := guardOpen(o)
+		defer g.release()
+		db, err := bolt.Open(path, 0o600, o)
+		g.owned = err == nil
 		if errors.Is(err, bolt.ErrTimeout) {
 			return fmt.Errorf("%s is in use by another process", filepath.Base(path))
 		}

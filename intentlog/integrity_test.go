@@ -321,3 +321,44 @@ func TestOpenAcceptsLogGapUnderSnapshot(t *testing.T) {
 	_, err = openDir(t, dir, "n0")
 	wantCorruptFile(t, err, snap+1)
 }
+
+// A start refused on a damaged raft.db leaves no lock behind in the process: bbolt can
+// fail inside Open after it took the file's lock (a page past the end of a cut file),
+// and a program that puts the file right and opens it again in the same process (an
+// embedder retrying node.New) must get the file, not wait for that lock for ever
+// (docs/DRILLS.md, seed 680274).
+func TestRefusedStartLeavesNoLock(t *testing.T) {
+	dir, _ := oneNodeWithMarker(t)
+	p := filepath.Join(dir, RaftFile)
+	orig, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hwm := highWater(t, p)
+	for _, size := range []int64{hwm - int64(os.Getpagesize()), hwm / 2, 3 * 4096} {
+		if err := os.Truncate(p, size); err != nil {
+			t.Fatal(err)
+		}
+		_, err := openDir(t, dir, "n0")
+		wantCorruptFile(t, err, 0)
+		if err := os.WriteFile(p, orig, 0o600); err != nil { // the same inode, put right
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			l, err := openDir(t, dir, "n0")
+			if err == nil {
+				err = l.Close()
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("cut to %d, put right: open = %v", size, err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("cut to %d, put right: open still waits after 20 s (a lock left behind by the refused start)", size)
+		}
+	}
+}

@@ -162,7 +162,14 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, RaftFile)})
+	// bbolt's defaults with a timeout: a file another process holds is an error, not
+	// a wait for ever.
+	bo := *bolt.DefaultOptions
+	bo.Timeout = 5 * time.Second
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, RaftFile), BoltOptions: &bo})
+	if errors.Is(err, bolt.ErrTimeout) {
+		err = fmt.Errorf("%s is in use by another process (is another baton running on this data dir?): %w", RaftFile, err)
+	}
 	if err != nil {
 		fsm.Close()
 		return nil, fmt.Errorf("open raft store: %w", err)

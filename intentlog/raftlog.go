@@ -50,8 +50,11 @@ func (l *Log) ForEachEntry(from uint64, fn func(RaftEntry) error) error {
 // panic or a memory fault of the caller.
 func ReadRaftLog(dir string, from uint64, fn func(RaftEntry) error) error {
 	return guarded(func() error {
-		store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, RaftFile),
-			BoltOptions: &bolt.Options{ReadOnly: true, Timeout: time.Second}})
+		o := &bolt.Options{ReadOnly: true, Timeout: time.Second}
+		g := guardOpen(o)
+		defer g.release()
+		store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, RaftFile), BoltOptions: o})
+		g.owned = err == nil
 		if err != nil {
 			return fmt.Errorf("open %s read-only: %w", filepath.Join(dir, RaftFile), err)
 		}

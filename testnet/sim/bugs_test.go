@@ -200,9 +200,10 @@ var seedRegressions = []struct {
 	// with a fresh raft.db as catching up; no leader for good (liveness,
 	// no_convergence, 3 of 3 replays before the fix; faults_disk.go).
 	{seed: 340098, bug: "a second and a third disk fault while the first device caught up", profile: "disk"},
-	// The refused start on a torn raft.db left bbolt's lock behind in the process, and
-	// the put-back file on the same inode made the next start wait for ever: the seed
-	// never ended (2 of 2 before the fix; faults_disk.go, replaceFile).
+	// The refused start on a torn raft.db left bbolt's lock behind in the process
+	// (bbolt panicked inside Open after it mapped the file), and the put-back file on
+	// the same inode made the next start wait for ever: the seed never ended (2 of 2
+	// before the fix; intentlog's openGuard, TestRefusedStartLeavesNoLock).
 	{seed: 680274, bug: "a put-back raft.db on the inode whose lock a refused start kept", profile: "disk"},
 	// A follower rolled back by a duplicated InstallSnapshot older than its state
 	// (epoch_reused; FSM.Restore keeps a state at or past the snapshot) is not here:

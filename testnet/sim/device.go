@@ -318,15 +318,6 @@ func copyFile(from, to string) error {
 	return err
 }
 
-// replaceFile copies from into a new file renamed over to (a new inode).
-func replaceFile(from, to string) error {
-	tmp := to + ".sim-new"
-	if err := copyFile(from, tmp); err != nil {
-		return err
-	}
-	return os.Rename(tmp, to)
-}
-
 func (w *world) devOf(id string) int {
 	for i, s := range w.ids {
 		if s == id {

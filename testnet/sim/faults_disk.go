@@ -129,11 +129,10 @@ func (w *world) injectDisk(a action, dev int) (bool, string) {
 		d.mu.Lock()
 		d.diskBad = false
 		d.mu.Unlock()
-		// A new file (a replaced disk), renamed into place: a start refused on a torn
-		// file may leave bbolt's lock on the old one behind in this process (it
-		// panicked inside bbolt.Open, after the flock; docs/DRILLS.md, seed 680274),
-		// and a new start on the same inode would wait for that lock for ever.
-		if cerr := replaceFile(orig, raftPath); cerr != nil {
+		// Written back in place, as an operator's cp does: the same inode the refused
+		// start had locked (a start refused inside bbolt.Open once kept that lock and
+		// the next start waited for ever; docs/DRILLS.md, seed 680274).
+		if cerr := copyFile(orig, raftPath); cerr != nil {
 			w.violation(VPanic, dev, "put raft.db back: %v", cerr)
 		}
 		w.restart(d)
