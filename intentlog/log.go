@@ -204,7 +204,7 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 	}
 	rc.NoSnapshotRestoreOnStart = stateCoversSnapshot(fsm, snaps)
 	rf := &raftStoreFault{onChange: func() { fsm.notify.publish(nil) }}
-	logs, err := raft.NewLogCache(512, faultLogStore{LogStore: stages.LogStore{LogStore: sealedLogs, Who: fsm.who}, f: rf})
+	logs, err := raft.NewLogCache(512, snapPrevLogs{LogStore: faultLogStore{LogStore: stages.LogStore{LogStore: sealedLogs, Who: fsm.who}, f: rf}, snaps: snaps})
 	if err != nil {
 		store.Close()
 		fsm.Close()

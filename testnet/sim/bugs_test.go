@@ -206,8 +206,15 @@ var seedRegressions = []struct {
 	// before the fix; intentlog's openGuard, TestRefusedStartLeavesNoLock).
 	{seed: 680274, bug: "a put-back raft.db on the inode whose lock a refused start kept", profile: "disk"},
 	// A follower rolled back by a duplicated InstallSnapshot older than its state
-	// (epoch_reused; FSM.Restore keeps a state at or past the snapshot) is not here:
-	// it then meets hashicorp/raft #697 (no_convergence), docs/DRILLS.md, seed 401657.
+	// (epoch_reused; FSM.Restore keeps a state at or past the snapshot), which then
+	// never caught up: hashicorp/raft's follower refused every AppendEntries whose
+	// previous entry was its snapshot's last one (no_convergence, 2 of 3 replays
+	// before intentlog's snapPrevLogs; TestFollowerAcceptsPrevAtItsSnapshot).
+	{seed: 401657, bug: "a follower that caught up by snapshot refused the entry after it, for ever"},
+	// The same refusal after a power cut deleted state.db (disk) and after a repair
+	// behind a 330 ms link (repair): never converged, 3 of 3 replays each before.
+	{seed: 680209, bug: "a device that lost state.db never caught up by snapshot", profile: "disk"},
+	{seed: 690374, bug: "a repaired device behind a slow link never caught up by snapshot", profile: "repair"},
 }
 
 func TestSeedRegressions(t *testing.T) {

@@ -91,19 +91,23 @@ func (d *device) start() error {
 	inc, joins := d.inc+1, d.joins
 	d.mu.Unlock()
 	logger := w.cfg.Logger
+	var raftLevel slog.Leveler // the node's default without --log
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
+	} else {
+		raftLevel = slog.LevelDebug // --log: Raft's own messages too
 	}
 	cfg := node.Config{
-		DataDir:   d.dir,
-		ChainKey:  d.key,
-		Bootstrap: !joins, // a no-op once Raft has state
-		TTL:       w.cfg.TTL,
-		Tick:      w.cfg.Tick,
-		Clock:     d.clock,
-		Retention: w.prof.Retention,
-		Logger:    logger.With("dev", d.idx),
-		Raft:      w.raftConfig,
+		DataDir:      d.dir,
+		ChainKey:     d.key,
+		Bootstrap:    !joins, // a no-op once Raft has state
+		TTL:          w.cfg.TTL,
+		Tick:         w.cfg.Tick,
+		Clock:        d.clock,
+		Retention:    w.prof.Retention,
+		Logger:       logger.With("dev", d.idx),
+		Raft:         w.raftConfig,
+		RaftLogLevel: raftLevel,
 		Knobs: &knobs.Node{BeforePropose: func(ctx context.Context, e any) {
 			d.beforePropose(inc, e)
 		}},
