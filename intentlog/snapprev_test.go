@@ -83,3 +83,46 @@ func TestFollowerAcceptsPrevAtItsSnapshot(t *testing.T) {
 	res = c.workload("e", 2)
 	c.converge(res.Index)
 }
+
+// snapPrevLogs' rule on its own: the placeholder only for the newest snapshot's last
+// index, only when the log holds neither that entry nor the one below it.
+func TestSnapPrevLogsRule(t *testing.T) {
+	store := raft.NewInmemStore()
+	snaps := raft.NewInmemSnapshotStore()
+	s := snapPrevLogs{LogStore: store, snaps: snaps}
+	var l raft.Log
+	if err := s.GetLog(20, &l); !errors.Is(err, raft.ErrLogNotFound) {
+		t.Fatalf("no snapshot: %v", err)
+	}
+	_, tr := raft.NewInmemTransport("x")
+	sink, err := snaps.Create(raft.SnapshotVersionMax, 20, 7, raft.Configuration{}, 1, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.StoreLogs([]*raft.Log{{Index: 21, Term: 7, Type: raft.LogCommand, Data: []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	// After a snapshot install: the log starts above the snapshot.
+	if err := s.GetLog(20, &l); err != nil || l.Index != 20 || l.Term != 7 || l.Type != raft.LogNoop || l.Data != nil {
+		t.Fatalf("snapshot's last index: %+v, %v", l, err)
+	}
+	for _, i := range []uint64{19, 22} {
+		if err := s.GetLog(i, &l); !errors.Is(err, raft.ErrLogNotFound) {
+			t.Fatalf("index %d: %v, want not found", i, err)
+		}
+	}
+	if err := s.GetLog(21, &l); err != nil || string(l.Data) != "x" {
+		t.Fatalf("a held entry: %+v, %v", l, err)
+	}
+	// The entry below the snapshot's is held (a log with a gap at the snapshot's
+	// index): a leader could read upwards into the placeholder, so there is none.
+	if err := store.StoreLogs([]*raft.Log{{Index: 19, Term: 6, Type: raft.LogCommand}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.GetLog(20, &l); !errors.Is(err, raft.ErrLogNotFound) {
+		t.Fatalf("entry 19 held: %v, want not found", err)
+	}
+}
