@@ -242,8 +242,11 @@ func latestSnapshotIndex(dir string) uint64 {
 //
 // Every entry's seal (raftseal.go) is verified: required when the file is sealed.
 func checkRaftEntries(path string, snap uint64, sealed bool) error {
-	store, err := raftboltdb.New(raftboltdb.Options{Path: path,
-		BoltOptions: &bolt.Options{ReadOnly: true, Timeout: 2 * time.Second}})
+	o := &bolt.Options{ReadOnly: true, Timeout: 2 * time.Second}
+	g := guardOpen(o)
+	defer g.release()
+	store, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: o})
+	g.owned = err == nil
 	if err != nil {
 		return fmt.Errorf("%w: open: %v", ErrCorrupt, err)
 	}

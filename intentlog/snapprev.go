@@ -16,7 +16,7 @@ import (
 // exactly that when the answer to its first one after the snapshot was lost (a slow
 // link: the request timed out at the leader while the follower stored it). The leader
 // then walks back, sends the snapshot again, and the follower never catches up
-// (docs/DRILLS.md, seeds 680209 and 690374; hashicorp/raft issue #205). The Raft
+// (docs/DRILLS.md, seeds 401657, 680209 and 690374; hashicorp/raft issue #205). The Raft
 // paper's rule is that a snapshot's last index and term stand for that entry, and
 // that is what GetLog answers here: an entry with the snapshot's index and term.
 //
