@@ -370,6 +370,23 @@ func (h *Host) P2PAddrs() []ma.Multiaddr {
 	return as
 }
 
+// dialAddrTTL is how long addresses given for a dial stay in the peerstore. It must
+// not be peerstore.TempAddrTTL: libp2p's identify expires every address with exactly
+// that TTL whenever it hears from (or loses) the peer (identify/id.go, "expire all
+// temporary addrs"), so an identify message from a peer reached through a relay,
+// arriving between the AddAddrs and the dial, left the dial only the peer's published
+// addresses (TestDialAddrsOutliveIdentify; TestDeadDirectBesideRelayClosed failed so
+// in CI).
+var dialAddrTTL = peerstore.TempAddrTTL + time.Second
+
+// addDialAddrs adds addrs to the peerstore for the dials of the next dialAddrTTL.
+// Every address a dial is given goes in through here.
+func (h *Host) addDialAddrs(p peer.ID, addrs []ma.Multiaddr) {
+	if len(addrs) > 0 {
+		h.h.Peerstore().AddAddrs(p, addrs, dialAddrTTL)
+	}
+}
+
 // Connect dials p with the configured dial timeout (or ctx's deadline if earlier).
 // Its addresses are added to the peerstore for the dial only (members keep theirs
 // permanently through AddMember). Errors: ErrHandshake when TCP connected but the
@@ -387,13 +404,11 @@ func (h *Host) Connect(ctx context.Context, p peer.AddrInfo) error {
 	if h.h.Network().Connectedness(p.ID) == network.Connected {
 		return nil
 	}
-	if len(p.Addrs) > 0 {
-		h.h.Peerstore().AddAddrs(p.ID, p.Addrs, peerstore.TempAddrTTL)
-	}
+	h.addDialAddrs(p.ID, p.Addrs)
 	if h.gater.isMember(p.ID) {
 		// A member behind a NAT may be reachable only through a relay member, and
 		// its published circuit addresses may not have reached this device yet.
-		h.h.Peerstore().AddAddrs(p.ID, h.viaRelays(p.ID), peerstore.TempAddrTTL)
+		h.addDialAddrs(p.ID, h.viaRelays(p.ID))
 	}
 	dctx, cancel := context.WithTimeout(ctx, h.cfg.DialTimeout)
 	defer cancel()

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	ma "github.com/multiformats/go-multiaddr"
 )
 
 func TestWrongPSKFailsFastWithClearError(t *testing.T) {
@@ -273,5 +275,31 @@ func TestListenAddrInUse(t *testing.T) {
 			t.Fatalf("same port on IPv4 and IPv6: %v", err)
 		}
 		h.Close()
+	}
+}
+
+// The addresses a dial is given survive an identify exchange with the peer. libp2p's
+// identify expires every address whose TTL is exactly peerstore.TempAddrTTL when it
+// hears from the peer, which is the TTL libp2p's own Connect (and ours, before) gave
+// them: an identify message from a peer reached through a relay, arriving between
+// the AddAddrs and the dial, left the dial without them (TestDeadDirectBesideRelayClosed
+// failed so in CI: "all dials failed", only the published address tried).
+func TestDialAddrsOutliveIdentify(t *testing.T) {
+	psk, _ := GeneratePSK()
+	a := newTestHost(t, t.TempDir(), psk, "/ip4/127.0.0.1/tcp/0")
+	defer a.Close()
+	b := newTestHost(t, t.TempDir(), psk, "/ip4/127.0.0.1/tcp/0")
+	defer b.Close()
+	a.AllowJoin([]byte("secret"), time.Now().Add(time.Minute))
+	extra := ma.StringCast("/ip4/127.0.0.1/tcp/1") // another path to a, say a proxy's
+	info := a.AddrInfo()
+	info.Addrs = append(info.Addrs, extra)
+	// Connect returns once identify has run on the new connection (basichost waits
+	// for it), and identify then expires the peer's temporary addresses.
+	if err := b.Connect(ctxTimeout(t, 10*time.Second), info); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(b.LibP2P().Peerstore().Addrs(a.ID()), extra.Equal) {
+		t.Fatalf("identify dropped the address b was given for a: peerstore holds %v", b.LibP2P().Peerstore().Addrs(a.ID()))
 	}
 }

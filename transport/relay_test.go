@@ -140,7 +140,10 @@ func TestDeadDirectBesideRelayClosed(t *testing.T) {
 	}
 	px := newFreezeProxy(t, manet(t, cTCP))
 	ctx := network.WithForceDirectDial(ctxTimeout(t, 5*time.Second), "test: a direct connection beside the relayed one")
-	if err := b.host.h.Connect(ctx, peer.AddrInfo{ID: c.id(), Addrs: []ma.Multiaddr{px.addr()}}); err != nil {
+	// libp2p's Connect would add px with TempAddrTTL, which identify messages from c
+	// (over the relay) expire: add it as Host.Connect does.
+	b.host.addDialAddrs(c.id(), []ma.Multiaddr{px.addr()})
+	if err := b.host.h.Connect(ctx, peer.AddrInfo{ID: c.id()}); err != nil {
 		t.Fatalf("direct connection through the proxy: %v", err)
 	}
 	var direct []network.Conn
