@@ -88,6 +88,12 @@ func strictPaths(h http.Handler) http.Handler {
 // query parses the request's query strictly: malformed escapes and parameters
 // other than allowed are refused; each allowed one appears at most once.
 func query(r *http.Request, allowed ...string) (url.Values, error) {
+	return queryList(r, "", allowed...)
+}
+
+// queryList is query where the parameter list (an XRPC array, one value per
+// repetition) may appear any number of times; list must be among allowed.
+func queryList(r *http.Request, list string, allowed ...string) (url.Values, error) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return nil, fmt.Errorf("%w: query: %v", node.ErrBadRequest, err)
@@ -99,7 +105,7 @@ func query(r *http.Request, allowed ...string) (url.Values, error) {
 			}
 			return nil, fmt.Errorf("%w: unknown query parameter %q (allowed: %s)", node.ErrBadRequest, k, strings.Join(allowed, ", "))
 		}
-		if len(vs) > 1 {
+		if len(vs) > 1 && k != list {
 			return nil, fmt.Errorf("%w: query parameter %q given %d times", node.ErrBadRequest, k, len(vs))
 		}
 	}

@@ -78,6 +78,9 @@ func (a *Server) routeXRPC(mux *http.ServeMux) {
 	x("com.atproto.sync.getLatestCommit", a.getLatestCommit)
 	x("com.atproto.sync.getRepo", a.getRepo)
 	x("com.atproto.sync.subscribeRepos", a.subscribeRepos) // xrpc_stream.go
+	x("com.atproto.sync.listRepos", a.listRepos)           // xrpc_sync.go
+	x("com.atproto.sync.getRepoStatus", a.getRepoStatus)
+	x("com.atproto.sync.getBlocks", a.getBlocks)
 	mux.HandleFunc("/xrpc/{method}", func(w http.ResponseWriter, r *http.Request) {
 		writeXRPCError(w, xerr(http.StatusNotImplemented, XRPCNotImplemented, "%s is not served here", r.PathValue("method")))
 	})
@@ -86,6 +89,9 @@ func (a *Server) routeXRPC(mux *http.ServeMux) {
 // errNotAtproto answers every XRPC method on a chain of baton's own format.
 var errNotAtproto = xerr(http.StatusBadRequest, XRPCRepoNotFound,
 	"this chain's commits are in baton's own format, not atproto's: it has no atproto repository")
+
+// errNoCommit answers every XRPC method before the chain's first commit.
+var errNoCommit = xerr(http.StatusBadRequest, XRPCRepoNotFound, "the repository has no commit yet")
 
 // readRepo calls fn with the applied repository (in one read transaction), or answers
 // RepoNotFound: not an atproto chain, no commit yet, or did given and not the
@@ -101,7 +107,7 @@ func (a *Server) readRepo(did string, fn func(bs atproto.Blocks, h atproto.Head)
 		case err != nil:
 			return err
 		case h.Commit == nil:
-			return xerr(http.StatusBadRequest, XRPCRepoNotFound, "the repository has no commit yet")
+			return errNoCommit
 		case did != "" && did != h.DID:
 			return xerr(http.StatusBadRequest, XRPCRepoNotFound, "this chain's repository is %s, not %s", h.DID, did)
 		}

@@ -386,7 +386,7 @@ func TestXRPCAtproto(t *testing.T) {
 		{"/xrpc/com.atproto.sync.getRepo?did=" + did + "&since=3kaaaaaaaaaaa", 400, XRPCInvalidRequest},
 		{"/xrpc/com.atproto.sync.subscribeRepos?cursor=-1", 400, XRPCInvalidRequest},
 		{"/xrpc/com.atproto.sync.subscribeRepos?cursor=0", 400, XRPCInvalidRequest}, // not a WebSocket
-		{"/xrpc/com.atproto.sync.listRepos", 501, XRPCNotImplemented},
+		{"/xrpc/com.atproto.sync.listHosts", 501, XRPCNotImplemented},
 	} {
 		st, ej, body := xrpcGet(t, a.APISocket(), tc.path)
 		if st != tc.status || ej.Error != tc.name || ej.Message == "" {

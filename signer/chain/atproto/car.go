@@ -9,12 +9,17 @@ import (
 	"github.com/bluesky-social/indigo/atproto/repo/mst"
 )
 
-// WriteCAR writes a CAR v1 file with root as its one root and the blocks in order.
+// WriteCAR writes a CAR v1 file with root as its one root (none when root is nil, as
+// com.atproto.sync.getBlocks answers) and the blocks in order.
 func WriteCAR(w io.Writer, root []byte, bl []Block) error {
+	roots := []link{}
+	if root != nil {
+		roots = append(roots, root)
+	}
 	hdr, err := encMode.Marshal(struct {
 		Roots   []link `cbor:"roots"`
 		Version uint64 `cbor:"version"`
-	}{Roots: []link{root}, Version: 1})
+	}{Roots: roots, Version: 1})
 	if err != nil {
 		return fmt.Errorf("car header: %w", err)
 	}

@@ -1,0 +1,192 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	comatproto "github.com/bluesky-social/indigo/api/atproto"
+	"github.com/bluesky-social/indigo/atproto/atclient"
+	"github.com/bluesky-social/indigo/atproto/repo"
+	"github.com/ipfs/go-cid"
+	car "github.com/ipld/go-car"
+	carutil "github.com/ipld/go-car/util"
+
+	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/internal/testutil"
+	"github.com/batonhq/baton/signer/chain/atproto"
+)
+
+// TestXRPCSyncIndigoClient: listRepos, getRepoStatus and getBlocks on a real atproto
+// node's public listener, called through indigo's own XRPC client (atclient and the
+// generated comatproto functions), which also reads the errors' names. listRepos
+// lists nothing before the first commit, then the one repository at its head
+// (getLatestCommit's CID and rev), active; getRepoStatus says the same. getBlocks
+// gives back, for every block of the repository's CAR (getRepo, read by indigo), the
+// same bytes under a CID they hash to, in a root-less CAR that go-car reads, plus a
+// block of an older head; a CID it does not hold is BlockNotFound, another DID
+// RepoNotFound, bad parameters InvalidRequest.
+func TestXRPCSyncIndigoClient(t *testing.T) {
+	key, err := atproto.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := nodeConfig(t, t.TempDir(), testutil.PSK(t), key)
+	cfg.Bootstrap = true
+	n := startServed(t, cfg, Config{XRPCAddr: "127.0.0.1:0"})
+	testutil.WaitFor(t, 10*time.Second, "holds", n.Holds)
+	did := key.DID()
+	c := atclient.NewAPIClient("http://" + n.srv.XRPCAddr())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	xname := func(err error) string {
+		var ae *atclient.APIError
+		if errors.As(err, &ae) {
+			return ae.Name
+		}
+		return fmt.Sprintf("not an XRPC error: %v", err)
+	}
+
+	lr, err := comatproto.SyncListRepos(ctx, c, "", 0)
+	if err != nil || len(lr.Repos) != 0 || lr.Cursor != nil {
+		t.Fatalf("listRepos before the first commit: %+v, %v", lr, err)
+	}
+	if _, err := comatproto.SyncGetRepoStatus(ctx, c, did); xname(err) != XRPCRepoNotFound {
+		t.Fatalf("getRepoStatus before the first commit: %v", err)
+	}
+
+	for i := range 10 {
+		atSubmit(t, n, intentlog.Intent{ID: fmt.Sprintf("p%d", i), Op: intentlog.OpPut,
+			Path: fmt.Sprintf("app.bsky.feed.post/3kpost%07d", i), Value: atRecord(t, fmt.Sprintf("post %d", i))})
+	}
+	first, err := comatproto.SyncGetLatestCommit(ctx, c, did)
+	if err != nil {
+		t.Fatal(err)
+	}
+	atSubmit(t, n, intentlog.Intent{ID: "d", Op: intentlog.OpDel, Path: "app.bsky.feed.post/3kpost0000003"})
+	latest, err := comatproto.SyncGetLatestCommit(ctx, c, did)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	lr, err = comatproto.SyncListRepos(ctx, c, "", 0)
+	if err != nil || len(lr.Repos) != 1 || lr.Cursor != nil {
+		t.Fatalf("listRepos: %+v, %v", lr, err)
+	}
+	if r := lr.Repos[0]; r.Did != did || r.Head != latest.Cid || r.Rev != latest.Rev || r.Active == nil || !*r.Active || r.Status != nil {
+		t.Fatalf("listRepos' repository %+v, want %s at %s (%s), active", r, did, latest.Cid, latest.Rev)
+	}
+	if lr, err := comatproto.SyncListRepos(ctx, c, did, 10); err != nil || len(lr.Repos) != 0 {
+		t.Fatalf("listRepos after the cursor %s: %+v, %v", did, lr, err)
+	}
+	rs, err := comatproto.SyncGetRepoStatus(ctx, c, did)
+	if err != nil || rs.Did != did || !rs.Active || rs.Rev == nil || *rs.Rev != latest.Rev || rs.Status != nil {
+		t.Fatalf("getRepoStatus: %+v, %v", rs, err)
+	}
+
+	// Every block of the repository, through getBlocks, equals getRepo's.
+	full, err := comatproto.SyncGetRepo(ctx, c, did, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := repo.LoadRepoFromCAR(ctx, bytes.NewReader(full)); err != nil {
+		t.Fatalf("indigo LoadRepoFromCAR (getRepo): %v", err)
+	}
+	want := readCARBlocks(t, full, true)
+	var cids []string
+	for k := range want {
+		cids = append(cids, k)
+	}
+	slices.Sort(cids)
+	cids = append(cids, first.Cid) // an older head's commit block
+	body, err := comatproto.SyncGetBlocks(ctx, c, cids, did)
+	if err != nil {
+		t.Fatalf("getBlocks of %d blocks: %v", len(cids), err)
+	}
+	got := readCARBlocks(t, body, false)
+	if len(got) != len(cids) {
+		t.Fatalf("getBlocks answered %d blocks, asked for %d", len(got), len(cids))
+	}
+	for k, v := range want {
+		if !bytes.Equal(got[k], v) {
+			t.Fatalf("getBlocks' block %s differs from getRepo's", k)
+		}
+	}
+	if _, ok := got[first.Cid]; !ok {
+		t.Fatalf("getBlocks left out the older commit %s", first.Cid)
+	}
+
+	absent := cid.NewCidV1(cid.DagCBOR, cid.Cid(mustCID(t, atproto.CIDOf([]byte("not a block")))).Hash()).String()
+	for _, tc := range []struct {
+		name string
+		call func() error
+		want string
+	}{
+		{"a block not held", func() error { _, err := comatproto.SyncGetBlocks(ctx, c, []string{cids[0], absent}, did); return err }, XRPCBlockNotFound},
+		{"another DID", func() error {
+			_, err := comatproto.SyncGetBlocks(ctx, c, cids[:1], "did:plc:ewvi7nxzyoun6zhxrhs64oiz")
+			return err
+		}, XRPCRepoNotFound},
+		{"no cids", func() error { _, err := comatproto.SyncGetBlocks(ctx, c, nil, did); return err }, XRPCInvalidRequest},
+		{"a bad cid", func() error { _, err := comatproto.SyncGetBlocks(ctx, c, []string{"bafynot"}, did); return err }, XRPCInvalidRequest},
+		{"a cid twice", func() error { _, err := comatproto.SyncGetBlocks(ctx, c, []string{cids[0], cids[0]}, did); return err }, XRPCInvalidRequest},
+		{"too many cids", func() error {
+			_, err := comatproto.SyncGetBlocks(ctx, c, slices.Repeat([]string{absent}, MaxGetBlocks+1), did)
+			return err
+		}, XRPCInvalidRequest},
+		{"status of another DID", func() error {
+			_, err := comatproto.SyncGetRepoStatus(ctx, c, "did:plc:ewvi7nxzyoun6zhxrhs64oiz")
+			return err
+		}, XRPCRepoNotFound},
+		{"status of no DID", func() error { _, err := comatproto.SyncGetRepoStatus(ctx, c, "not-a-did"); return err }, XRPCInvalidRequest},
+		{"listRepos limit 0", func() error { _, err := comatproto.SyncListRepos(ctx, c, "", -1); return err }, XRPCInvalidRequest},
+		{"listRepos limit 1001", func() error { _, err := comatproto.SyncListRepos(ctx, c, "", MaxListRepos+1); return err }, XRPCInvalidRequest},
+	} {
+		if err := tc.call(); xname(err) != tc.want {
+			t.Errorf("%s: %v, want %s", tc.name, err, tc.want)
+		}
+	}
+}
+
+func mustCID(t *testing.T, b []byte) cid.Cid {
+	t.Helper()
+	c, err := cid.Cast(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// readCARBlocks reads a CAR with go-car (its header reader and section reader: its
+// CarReader refuses a CAR with no root, which is what getBlocks answers), checks that
+// it has one root or none as rooted says and that each block hashes to its CID, and
+// returns the blocks by CID string.
+func readCARBlocks(t *testing.T, b []byte, rooted bool) map[string][]byte {
+	t.Helper()
+	br := bufio.NewReader(bytes.NewReader(b))
+	h, err := car.ReadHeader(br)
+	if err != nil || h.Version != 1 || (len(h.Roots) == 1) != rooted || len(h.Roots) > 1 {
+		t.Fatalf("CAR header %+v (rooted %v): %v", h, rooted, err)
+	}
+	out := map[string][]byte{}
+	for {
+		c, data, err := carutil.ReadNode(br)
+		if err != nil {
+			if strings.Contains(err.Error(), "EOF") {
+				return out
+			}
+			t.Fatalf("CAR section: %v", err)
+		}
+		sum, err := c.Prefix().Sum(data)
+		if err != nil || !sum.Equals(c) {
+			t.Fatalf("block %s does not hash to its CID (%v)", c, err)
+		}
+		out[c.String()] = data
+	}
+}
