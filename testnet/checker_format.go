@@ -2,15 +2,20 @@ package testnet
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
+	"github.com/ipfs/go-cid"
 
 	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/signer/api"
 	"github.com/batonhq/baton/signer/chain"
 	"github.com/batonhq/baton/signer/chain/atproto"
 	"github.com/batonhq/baton/signer/node"
@@ -148,4 +153,58 @@ func (k *linkKeys) add(f chain.Format, seq uint64, raw []byte) []string {
 		return nil
 	}
 	return k.at.Add(seq, raw)
+}
+
+// procRepoHead sets dc.Repo to the repository head a `baton run` process serves
+// (com.atproto.sync.getLatestCommit over its API), consistently with dc.Commits as
+// readRepo does in-process: while the served head is not the last commit read (the
+// device applied meanwhile), the chain is read on from there, a bounded number of
+// times. The head's DID, data and rev are the commit block's whose CID the device
+// serves (the CID is that block's hash); a head that is no commit of the chain read
+// keeps only its CID and rev, and the checker reports it.
+func procRepoHead(ctx context.Context, c *api.Client, dc *DeviceChain) error {
+	if len(dc.Commits) == 0 {
+		return nil
+	}
+	for try := 0; ; try++ {
+		last, err := atproto.DecodeEnvelope(dc.Commits[len(dc.Commits)-1])
+		if err != nil {
+			return err
+		}
+		body, err := c.XRPC(ctx, "com.atproto.sync.getLatestCommit", url.Values{"did": {last.Repo.DID}})
+		if err != nil {
+			return fmt.Errorf("the served repository head: %w", err)
+		}
+		var lc struct{ CID, Rev string }
+		if err := json.Unmarshal(body, &lc); err != nil {
+			return fmt.Errorf("the served repository head %q: %w", body, err)
+		}
+		served, err := cid.Decode(lc.CID)
+		if err != nil {
+			return fmt.Errorf("the served repository head %q: %w", body, err)
+		}
+		h := atproto.Head{DID: last.Repo.DID, Rev: lc.Rev, Commit: served.Bytes()}
+		if bytes.Equal(h.Commit, atproto.CIDOf(last.Block)) {
+			h.Data, h.Rev = last.Repo.Data, last.Repo.Rev
+		} else if try < 20 {
+			// Read the commits applied since, then the head again.
+			n := len(dc.Commits)
+			for ac := range c.Commits(ctx, last.Commit.Seq+1, false) {
+				if ac.Err != nil {
+					return ac.Err
+				}
+				dc.Commits = append(dc.Commits, ac.Raw)
+			}
+			if len(dc.Commits) == n { // applied between the two reads of the head
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+			continue
+		}
+		dc.Repo, err = atproto.EncodeHead(h)
+		return err
+	}
 }

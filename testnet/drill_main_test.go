@@ -27,7 +27,6 @@ func TestDrillMainUsage(t *testing.T) {
 		{"--bogus"},
 		{"extra"},
 		{"--format", "plc"},
-		{"--format", "atproto", "--procs"},
 	} {
 		errb.Reset()
 		if code := DrillMain(ctx, args, &out, &errb); code != 2 || errb.Len() == 0 || strings.Count(errb.String(), "\n") != 1 {

@@ -19,6 +19,7 @@ import (
 	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/internal/wait"
 	"github.com/batonhq/baton/signer/api"
+	"github.com/batonhq/baton/signer/chain"
 	"github.com/batonhq/baton/signer/node"
 	"github.com/hashicorp/raft"
 )
@@ -55,6 +56,9 @@ type ProcsConfig struct {
 	InviteFrom func(i int) int
 	// BeforeInvite, optional, runs before each invite at Start (an error stops it).
 	BeforeInvite func(ctx context.Context, inviter, joiner *Device) error
+	// Format is the chain's commit format: "" or "baton" (an Ed25519 chain key), or
+	// "atproto" (`baton init --new-chain --format atproto`: a P-256 key).
+	Format string
 }
 
 // proc is one `baton run` process of a device.
@@ -162,6 +166,9 @@ func NewProcCluster(cfg ProcsConfig) (*ProcCluster, error) {
 	}
 	if fi, err := os.Stat(cfg.Bin); err != nil || fi.IsDir() {
 		return nil, fmt.Errorf("%w: baton binary %q not found", ErrProcsUnavailable, cfg.Bin)
+	}
+	if _, err := chainKeyGen(cfg.Format); err != nil {
+		return nil, err
 	}
 	if cfg.Nodes == 0 {
 		cfg.Nodes = DefaultNodes
@@ -324,7 +331,11 @@ func (pc *ProcCluster) stateOf(d *Device) (node.State, bool) {
 func (pc *ProcCluster) Start(ctx context.Context) error {
 	pc.startRecorder(pc.cfg.SampleEvery, nil)
 	ds := pc.Devices()
-	out, err := pc.runCLI(ctx, "init", "--data", ds[0].Dir, "--new-chain")
+	initArgs := []string{"init", "--data", ds[0].Dir, "--new-chain"}
+	if pc.cfg.Format != "" {
+		initArgs = append(initArgs, "--format", pc.cfg.Format)
+	}
+	out, err := pc.runCLI(ctx, initArgs...)
 	if err != nil {
 		return err
 	}
@@ -737,6 +748,9 @@ func (pc *ProcCluster) Collect(ctx context.Context) (CheckInput, error) {
 				}
 				dc.Commits = append(dc.Commits, ac.Raw)
 			}
+		}
+		if err == nil && FormatOf(in.Chain).ID() == chain.FormatAtproto {
+			err = procRepoHead(cctx, c, &dc)
 		}
 		if err == nil {
 			var text string

@@ -12,6 +12,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/batonhq/baton/signer/chain"
+	"github.com/batonhq/baton/signer/device"
 )
 
 var (
@@ -53,6 +56,14 @@ func runProcsTest(t *testing.T, scenario string) Report {
 
 func runProcs(t *testing.T, scenario string) Report {
 	t.Helper()
+	rep, _ := runProcsFormat(t, scenario, "")
+	return rep
+}
+
+// runProcsFormat runs scenario on processes of a chain of format and returns the
+// report and the directory of the data dirs.
+func runProcsFormat(t *testing.T, scenario, format string) (Report, string) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("procs mode builds and runs the binary")
 	}
@@ -62,7 +73,7 @@ func runProcs(t *testing.T, scenario string) Report {
 	var progress syncBuf
 	dir := t.TempDir()
 	rep, err := RunScenario(ctx, DrillConfig{Procs: true, Bin: bin, Scenario: scenario, Nodes: 3,
-		TTL: time.Second, Tick: 100 * time.Millisecond, Rounds: 1, Seed: 1, Dir: dir, Progress: &progress})
+		TTL: time.Second, Tick: 100 * time.Millisecond, Rounds: 1, Seed: 1, Dir: dir, Progress: &progress, Format: format})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +94,31 @@ func runProcs(t *testing.T, scenario string) Report {
 	if c.Acked == 0 || len(c.Heads) != 3 || !rep.Params.Procs {
 		t.Fatalf("procs %s: acked %d heads %v", scenario, c.Acked, c.Heads)
 	}
-	return rep
+	return rep, dir
+}
+
+// TestProcsAtprotoKillHolder runs the kill-holder drill on `baton run` processes of
+// an atproto chain (`baton init --new-chain --format atproto`: a P-256 key): every
+// device's chain read over its API verifies through the format (revs, prevData, MST
+// roots replayed), the repository head each device serves (getLatestCommit) is its
+// chain's, and the signature audit reads the atproto commits in every Raft log.
+// Before, `--format atproto --procs` was refused.
+func TestProcsAtprotoKillHolder(t *testing.T) {
+	rep, dir := runProcsFormat(t, "kill-holder", "atproto")
+	if len(rep.Check.Failovers) == 0 || rep.Params.Format != "atproto" || rep.Check.Commits < 2 {
+		t.Fatalf("failovers %d, format %q, %d commits", len(rep.Check.Failovers), rep.Params.Format, rep.Check.Commits)
+	}
+	keys, _ := filepath.Glob(filepath.Join(dir, "*", device.ChainKeyFile))
+	for _, p := range keys {
+		k, err := chain.LoadAnyKey(p)
+		if err != nil || !strings.HasPrefix(k.DID(), "did:key:zDn") { // a P-256 did:key
+			t.Fatalf("%s: not a P-256 chain key (%v)", p, err)
+		}
+	}
+	if len(keys) != 3 {
+		t.Fatalf("chain keys %v, want one per device", keys)
+	}
+	hasEvent(t, rep, EventKill)
 }
 
 func TestProcsKillHolder(t *testing.T) {

@@ -50,7 +50,7 @@ type DrillConfig struct {
 	// Strict makes the findings listed in KnownIssues fail the drill too.
 	Strict bool
 	// Format is the chain's commit format: "" or "baton", or "atproto" (a P-256
-	// chain key, DAG-CBOR records; in-process only).
+	// chain key, DAG-CBOR records).
 	Format string
 }
 
@@ -336,7 +336,7 @@ func (d *Drill) more(ctx context.Context, r int, loopStart time.Time) bool {
 // newNet builds the drill's network.
 func newNet(cfg DrillConfig, onEvent func(Event)) (Net, error) {
 	if cfg.Procs {
-		return NewProcCluster(ProcsConfig{Bin: cfg.Bin, Nodes: cfg.Nodes, TTL: cfg.TTL, Tick: cfg.Tick, Dir: cfg.Dir, OnEvent: onEvent})
+		return NewProcCluster(ProcsConfig{Bin: cfg.Bin, Nodes: cfg.Nodes, TTL: cfg.TTL, Tick: cfg.Tick, Dir: cfg.Dir, OnEvent: onEvent, Format: cfg.Format})
 	}
 	return NewCluster(Config{Nodes: cfg.Nodes, TTL: cfg.TTL, Tick: cfg.Tick, Dir: cfg.Dir, Logger: cfg.Logger, OnEvent: onEvent,
 		Format: cfg.Format})
@@ -354,9 +354,6 @@ func RunScenario(ctx context.Context, cfg DrillConfig) (Report, error) {
 	if cfg.Procs && !sc.Procs {
 		return Report{}, fmt.Errorf("%w: scenario %q needs in-process hooks (procs mode runs: %s)", ErrProcsUnavailable, cfg.Scenario,
 			strings.Join(AllScenarios(true), ", "))
-	}
-	if cfg.Procs && cfg.Format != "" && cfg.Format != "baton" {
-		return Report{}, fmt.Errorf("%w: format %s runs in-process only (the processes' chain key is Ed25519)", ErrBadConfig, cfg.Format)
 	}
 	if cfg.Rounds <= 0 {
 		cfg.Rounds = 1

@@ -115,6 +115,26 @@ func (c *Client) call(ctx context.Context, method, path string, body, out any) e
 	return nil
 }
 
+// XRPC does a GET of the XRPC method (com.atproto.sync.getLatestCommit, say) with
+// params and returns the answer's body (JSON or a CAR). An XRPC error is an
+// *APIError whose Code is the error's name (RepoNotFound, ...).
+func (c *Client) XRPC(ctx context.Context, method string, params url.Values) ([]byte, error) {
+	path := "/xrpc/" + method
+	if len(params) > 0 {
+		path += "?" + params.Encode()
+	}
+	resp, err := c.do(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", path, err)
+	}
+	return b, nil
+}
+
 // Submit posts one intent (POST /v1/intents). With node.WaitSigned it waits for the
 // commit (?wait=signed).
 func (c *Client) Submit(ctx context.Context, in intentlog.Intent, wait node.Wait) (node.SubmitResult, error) {
