@@ -37,11 +37,13 @@ func runDrillTestFormat(t *testing.T, name, format string) Report {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var progress syncBuf
+	ic := inspectFor(format)
 	rep, err := RunScenario(ctx, DrillConfig{Scenario: name, Nodes: 3, TTL: time.Second, Tick: 100 * time.Millisecond,
-		Rounds: 1, Seed: 1, Dir: t.TempDir(), Progress: &progress, Format: format})
+		Rounds: 1, Seed: 1, Dir: t.TempDir(), Progress: &progress, Format: format, Inspect: ic.inspect})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer ic.check(t, rep)
 	if testing.Verbose() || !rep.OK {
 		t.Logf("progress:\n%s", progress.String())
 	}

@@ -72,11 +72,14 @@ func runProcsFormat(t *testing.T, scenario, format string) (Report, string) {
 	defer cancel()
 	var progress syncBuf
 	dir := t.TempDir()
+	ic := inspectFor(format)
 	rep, err := RunScenario(ctx, DrillConfig{Procs: true, Bin: bin, Scenario: scenario, Nodes: 3,
-		TTL: time.Second, Tick: 100 * time.Millisecond, Rounds: 1, Seed: 1, Dir: dir, Progress: &progress, Format: format})
+		TTL: time.Second, Tick: 100 * time.Millisecond, Rounds: 1, Seed: 1, Dir: dir, Progress: &progress, Format: format,
+		Inspect: ic.inspect})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer ic.check(t, rep)
 	// An invite carries the chain key: no file of one outlives its join.
 	_ = filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
 		if err == nil && strings.HasSuffix(p, ".invite") {

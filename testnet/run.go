@@ -52,6 +52,10 @@ type DrillConfig struct {
 	// Format is the chain's commit format: "" or "baton", or "atproto" (a P-256
 	// chain key, DAG-CBOR records).
 	Format string
+	// Inspect, optional, is handed what the checker reads (every device's chain)
+	// after the run; its error fails the drill. Tests give it another checker (an
+	// atproto chain to indigo: testnet is linked into the binary, indigo's API is not).
+	Inspect func(CheckInput) error
 }
 
 // Drill is a scenario run in progress: the network, the load, a seeded rand and the
@@ -467,6 +471,11 @@ func RunScenario(ctx context.Context, cfg DrillConfig) (Report, error) {
 	}
 	in.FaultFree, in.Strict = sc.FaultFree, cfg.Strict
 	rep.Check = Check(in)
+	if cfg.Inspect != nil {
+		if err := cfg.Inspect(in); err != nil {
+			fail(fmt.Errorf("inspect: %w", err))
+		}
+	}
 	rep.Rejections = in.Rejections
 	net.Timeline(&rep)
 	rep.Rounds = d.rounds
