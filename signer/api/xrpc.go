@@ -247,7 +247,10 @@ func (a *Server) getLatestCommit(w http.ResponseWriter, r *http.Request) {
 }
 
 // getRepo answers com.atproto.sync.getRepo: the whole repository at the head as a CAR
-// (what `baton export --car` writes). since (a diff) is not supported.
+// (what `baton export --car` writes). With since (a rev), the CAR rooted at the head
+// holds only the blocks of the repository at the head that the repository at since
+// did not have (atproto.RepoBlocksSince): what the reference PDS answers, the blocks
+// written after that rev and still in the repository.
 func (a *Server) getRepo(w http.ResponseWriter, r *http.Request) {
 	q, err := query(r, "did", "since")
 	if err != nil {
@@ -258,7 +261,13 @@ func (a *Server) getRepo(w http.ResponseWriter, r *http.Request) {
 	case q.Get("did") == "":
 		err = xerr(http.StatusBadRequest, XRPCInvalidRequest, "did is required")
 	case q.Has("since"):
-		err = xerr(http.StatusBadRequest, XRPCInvalidRequest, "since is not supported: ask for the whole repository")
+		if _, terr := syntax.ParseTID(q.Get("since")); terr != nil {
+			err = xerr(http.StatusBadRequest, XRPCInvalidRequest, "since: %v (a rev)", terr)
+		}
+	}
+	var base *atproto.Head
+	if err == nil && q.Has("since") {
+		base, err = a.commitAtRev(q.Get("since"))
 	}
 	if err != nil {
 		writeXRPCError(w, err)
@@ -266,7 +275,13 @@ func (a *Server) getRepo(w http.ResponseWriter, r *http.Request) {
 	}
 	var car bytes.Buffer
 	err = a.readRepo(q.Get("did"), func(bs atproto.Blocks, h atproto.Head) error {
-		bl, err := atproto.RepoBlocks(bs, h)
+		var bl []atproto.Block
+		var err error
+		if q.Has("since") {
+			bl, err = atproto.RepoBlocksSince(bs, h, base)
+		} else {
+			bl, err = atproto.RepoBlocks(bs, h)
+		}
 		if err != nil {
 			return err
 		}
@@ -277,6 +292,42 @@ func (a *Server) getRepo(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeCAR(w, car.Bytes())
+}
+
+// commitAtRev returns the repository head after the last applied commit whose rev is
+// at most rev (nil: none is), by a binary search over the applied chain (revs
+// strictly increase with seq). It reads the chain outside any read of the format
+// state: a later commit only raises the head, never this answer.
+func (a *Server) commitAtRev(rev string) (*atproto.Head, error) {
+	log := a.n.Log()
+	at := func(seq uint64) (atproto.Envelope, error) {
+		raw, err := log.Commit(seq)
+		if err != nil {
+			return atproto.Envelope{}, fmt.Errorf("commit %d: %w", seq, err)
+		}
+		return atproto.DecodeEnvelope(raw)
+	}
+	lo, hi := uint64(0), log.View().Head.Seq // commit lo has rev <= rev (0: none), hi+1 > rev
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		e, err := at(mid)
+		if err != nil {
+			return nil, err
+		}
+		if e.Repo.Rev <= rev {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	if lo == 0 {
+		return nil, nil
+	}
+	e, err := at(lo)
+	if err != nil {
+		return nil, err
+	}
+	return &atproto.Head{DID: e.Repo.DID, Data: e.Repo.Data, Rev: e.Repo.Rev, Commit: atproto.CIDOf(e.Block)}, nil
 }
 
 // listRecords limits (the lexicon's).

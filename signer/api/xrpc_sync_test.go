@@ -14,6 +14,7 @@ import (
 	comatproto "github.com/bluesky-social/indigo/api/atproto"
 	"github.com/bluesky-social/indigo/atproto/atclient"
 	"github.com/bluesky-social/indigo/atproto/repo"
+	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/ipfs/go-cid"
 	car "github.com/ipld/go-car"
 	carutil "github.com/ipld/go-car/util"
@@ -69,7 +70,13 @@ func TestXRPCSyncIndigoClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	old, err := comatproto.SyncGetRepo(ctx, c, did, "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	atSubmit(t, n, intentlog.Intent{ID: "d", Op: intentlog.OpDel, Path: "app.bsky.feed.post/3kpost0000003"})
+	atSubmit(t, n, intentlog.Intent{ID: "e", Op: intentlog.OpPut, Path: "app.bsky.feed.post/3kpost0000004", Value: atRecord(t, "post 4, edited")})
+	atSubmit(t, n, intentlog.Intent{ID: "n", Op: intentlog.OpPut, Path: "app.bsky.feed.like/3klike0000001", Value: atRecord(t, "a like")})
 	latest, err := comatproto.SyncGetLatestCommit(ctx, c, did)
 	if err != nil {
 		t.Fatal(err)
@@ -122,6 +129,63 @@ func TestXRPCSyncIndigoClient(t *testing.T) {
 		t.Fatalf("getBlocks left out the older commit %s", first.Cid)
 	}
 
+	// getRepo?since=: the repository at that rev plus the diff is the repository at
+	// the head, which indigo loads (every MST node and record there, the commit
+	// signed); the diff holds only blocks the old repository lacked.
+	diff, err := comatproto.SyncGetRepo(ctx, c, did, first.Rev)
+	if err != nil {
+		t.Fatalf("getRepo since %s: %v", first.Rev, err)
+	}
+	was, dl := readCARBlocks(t, old, true), readCARBlocks(t, diff, true)
+	if len(dl) == 0 || len(dl) >= len(want) {
+		t.Fatalf("the diff since %s has %d blocks, the repository %d", first.Rev, len(dl), len(want))
+	}
+	for k, v := range dl {
+		if _, ok := was[k]; ok || !bytes.Equal(want[k], v) {
+			t.Fatalf("diff block %s: in the old repository %v, or not the head repository's", k, ok)
+		}
+	}
+	var merged []atproto.Block
+	for _, m := range []map[string][]byte{was, dl} {
+		for k, v := range m {
+			merged = append(merged, atproto.Block{CID: cid.MustParse(k).Bytes(), Data: v})
+		}
+	}
+	var mcar bytes.Buffer
+	if err := atproto.WriteCAR(&mcar, cid.MustParse(latest.Cid).Bytes(), merged); err != nil {
+		t.Fatal(err)
+	}
+	mc, mr, err := repo.LoadRepoFromCAR(ctx, &mcar)
+	if err != nil || mc.Rev != latest.Rev {
+		t.Fatalf("indigo loads the old repository + the diff: %v (rev %v)", err, mc)
+	}
+	records := 0
+	if err := mr.MST.Walk(func(k []byte, v cid.Cid) error {
+		nsid, rkey, err := syntax.ParseRepoPath(string(k))
+		if err == nil {
+			_, _, err = mr.GetRecordBytes(ctx, nsid, rkey)
+		}
+		records++
+		return err
+	}); err != nil || records != 10 {
+		t.Fatalf("walking the merged repository: %v (%d records, want 10)", err, records)
+	}
+	if _, _, err := mr.GetRecordBytes(ctx, "app.bsky.feed.like", "3klike0000001"); err != nil {
+		t.Fatalf("the merged repository lacks the new record: %v", err)
+	}
+	if _, _, err := mr.GetRecordBytes(ctx, "app.bsky.feed.post", "3kpost0000003"); err == nil {
+		t.Fatal("the merged repository still has the deleted record")
+	}
+	for since, n := range map[string]int{latest.Rev: 0, "2222222222222": len(want)} {
+		b, err := comatproto.SyncGetRepo(ctx, c, did, since)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := readCARBlocks(t, b, true); len(got) != n {
+			t.Fatalf("getRepo since %s: %d blocks, want %d", since, len(got), n)
+		}
+	}
+
 	absent := cid.NewCidV1(cid.DagCBOR, cid.Cid(mustCID(t, atproto.CIDOf([]byte("not a block")))).Hash()).String()
 	for _, tc := range []struct {
 		name string
@@ -144,6 +208,7 @@ func TestXRPCSyncIndigoClient(t *testing.T) {
 			_, err := comatproto.SyncGetRepoStatus(ctx, c, "did:plc:ewvi7nxzyoun6zhxrhs64oiz")
 			return err
 		}, XRPCRepoNotFound},
+		{"since not a rev", func() error { _, err := comatproto.SyncGetRepo(ctx, c, did, "yesterday"); return err }, XRPCInvalidRequest},
 		{"status of no DID", func() error { _, err := comatproto.SyncGetRepoStatus(ctx, c, "not-a-did"); return err }, XRPCInvalidRequest},
 		{"listRepos limit 0", func() error { _, err := comatproto.SyncListRepos(ctx, c, "", -1); return err }, XRPCInvalidRequest},
 		{"listRepos limit 1001", func() error { _, err := comatproto.SyncListRepos(ctx, c, "", MaxListRepos+1); return err }, XRPCInvalidRequest},

@@ -383,7 +383,7 @@ func TestXRPCAtproto(t *testing.T) {
 		{"/xrpc/com.atproto.sync.getRecord?did=" + did + "&collection=not..nsid&rkey=x", 400, XRPCInvalidRequest},
 		{"/xrpc/com.atproto.sync.getRecord?did=" + did + "&collection=app.bsky.feed.post&rkey=x&rkey=y", 400, XRPCInvalidRequest},
 		{"/xrpc/com.atproto.sync.getLatestCommit?did=" + did + "&extra=1", 400, XRPCInvalidRequest},
-		{"/xrpc/com.atproto.sync.getRepo?did=" + did + "&since=3kaaaaaaaaaaa", 400, XRPCInvalidRequest},
+		{"/xrpc/com.atproto.sync.getRepo?did=" + did + "&since=notarev", 400, XRPCInvalidRequest},
 		{"/xrpc/com.atproto.sync.subscribeRepos?cursor=-1", 400, XRPCInvalidRequest},
 		{"/xrpc/com.atproto.sync.subscribeRepos?cursor=0", 400, XRPCInvalidRequest}, // not a WebSocket
 		{"/xrpc/com.atproto.sync.listHosts", 501, XRPCNotImplemented},

@@ -41,6 +41,31 @@ func writeSection(w io.Writer, c, data []byte) error {
 	return err
 }
 
+// RepoBlocksSince returns the blocks of the repository at head that the repository
+// at base did not hold (every block when base is nil), in RepoBlocks' order: a
+// getRepo diff. Blocks are never deleted, so base's tree is still there to walk.
+func RepoBlocksSince(bs Blocks, head Head, base *Head) ([]Block, error) {
+	all, err := RepoBlocks(bs, head)
+	if err != nil || base == nil {
+		return all, err
+	}
+	old, err := RepoBlocks(bs, *base)
+	if err != nil {
+		return nil, fmt.Errorf("the repository at rev %s: %w", base.Rev, err)
+	}
+	had := make(map[string]bool, len(old))
+	for _, b := range old {
+		had[string(b.CID)] = true
+	}
+	out := all[:0]
+	for _, b := range all {
+		if !had[string(b.CID)] {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
 // RepoBlocks returns every block of the repository at head: the commit, the MST
 // nodes and the records, in tree order (what a full-repository CAR holds).
 func RepoBlocks(bs Blocks, head Head) ([]Block, error) {
