@@ -34,9 +34,13 @@ On an atproto chain, --car FILE puts every record of a repository CAR (what
 com.atproto.sync.getRepo or ` + "`baton export --car`" + ` gives): an account's records
 brought onto the chain at the same paths with the same CIDs, one intent each, whose id
 is derived from the path and the CID (submitting the CAR again changes nothing). The
-chain's history starts where it started; the CAR's commits are not carried over.`
+chain's history starts where it started; the CAR's commits are not carried over.
+--json-record takes the value (--value or --file) as a record in atproto's JSON
+({"$type": ...}, "$link" for CIDs, "$bytes" for bytes, integers only) and sends it as
+the DAG-CBOR an atproto chain stores (what com.atproto.repo.getRecord gives back).`
 
-const submitExample = `  baton submit --data /tmp/b1 --path app.bsky.feed.post/1 --value '{"text":"hi"}'
+const submitExample = `  baton submit --data /tmp/b1 --path notes/1 --value 'hi'
+  baton submit --data /tmp/a1 --path app.bsky.feed.post/3l3qo2vut0001 --json-record --value '{"$type":"app.bsky.feed.post","text":"hi","createdAt":"2026-12-02T17:00:00.000Z"}'
   baton submit --data /tmp/b1 --id post-2 --path posts/2 --file post.json --wait signed
   baton submit --data /tmp/b1 --path posts/1 --del
   baton submit --data /tmp/a1 --car repo.car --wait signed`
@@ -53,11 +57,12 @@ func (c *cli) submitCmd() *cobra.Command {
 	del := fs.Bool("del", false, "delete the record")
 	wait := fs.String("wait", "committed", "wait until `committed` (in the Raft log) or signed")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
+	jsonRecord := fs.Bool("json-record", false, "the value is a record in atproto's JSON: send it as DAG-CBOR (an atproto chain's records)")
 	carFile := fs.String("car", "", "on an atproto chain: put every record of a repository CAR `file` (getRepo's, export --car's)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if *carFile != "" {
-			if *path != "" || *value != "" || *file != "" || *del || *id != "" || *asJSON {
-				return usagef("--car goes without --path, --value, --file, --del, --id and --json")
+			if *path != "" || *value != "" || *file != "" || *del || *id != "" || *asJSON || *jsonRecord {
+				return usagef("--car goes without --path, --value, --file, --del, --id, --json and --json-record")
 			}
 			w, err := parseWait(*wait)
 			if err != nil {
@@ -76,6 +81,9 @@ func (c *cli) submitCmd() *cobra.Command {
 		}
 		if n != 1 {
 			return usagef("give exactly one of --value, --file or --del")
+		}
+		if *jsonRecord && *del {
+			return usagef("--json-record goes with --value or --file, not --del")
 		}
 		w, err := parseWait(*wait)
 		if err != nil {
@@ -97,6 +105,13 @@ func (c *cli) submitCmd() *cobra.Command {
 				return err
 			}
 			in.Value = b
+		}
+		if *jsonRecord {
+			rec, err := migrate.RecordFromJSON(in.Value)
+			if err != nil {
+				return usagef("--json-record: %v", err)
+			}
+			in.Value = rec
 		}
 		if in.ID == "" {
 			b := make([]byte, 8)

@@ -66,9 +66,15 @@ func TestE2EAtprotoCAR(t *testing.T) {
 		// before it reaches the log.
 		t.Fatalf("a JSON value on an atproto chain: exit %d, %s", code, errs)
 	}
+	// With --json-record the same JSON goes in as the DAG-CBOR record rec.
+	const p3 = "app.bsky.feed.post/3l3qo2vut0003"
+	mustBin(t, "submit", "--data", data, "--path", p3, "--json-record", "--value", `{"$type": "app.bsky.feed.post", "text": "hi"}`, "--wait", "signed")
+	if code, _, errs := bin(t, "", "submit", "--data", data, "--path", p3, "--json-record", "--value", `{"n": 1.5}`); code != 2 || !strings.Contains(errs, "--json-record") {
+		t.Fatalf("a float in --json-record: exit %d, %s", code, errs)
+	}
 	// The NDJSON export verifies (on an atproto chain, by replaying the repository).
 	nd := mustBin(t, "export", "--data", data)
-	if out := mustBin2(t, nd, "verify", "--chain", did, "-"); !strings.Contains(out, "ok: 3 commits") {
+	if out := mustBin2(t, nd, "verify", "--chain", did, "-"); !strings.Contains(out, "ok: 4 commits") {
 		t.Fatalf("verify: %s", out)
 	}
 	car := mustBin(t, "export", "--data", data, "--car")
@@ -87,6 +93,10 @@ func TestE2EAtprotoCAR(t *testing.T) {
 	nsid, rkey, _ := syntax.ParseRepoPath(p2)
 	if b, _, err := ir.GetRecordBytes(ctx, nsid, rkey); err != nil || !bytes.Equal(b, rec) {
 		t.Fatalf("record %s: %x %v", p2, b, err)
+	}
+	nsid, rkey, _ = syntax.ParseRepoPath(p3)
+	if b, _, err := ir.GetRecordBytes(ctx, nsid, rkey); err != nil || !bytes.Equal(b, rec) {
+		t.Fatalf("record %s (--json-record): %x %v, want %x", p3, b, err, rec)
 	}
 	nsid, rkey, _ = syntax.ParseRepoPath(p1)
 	if _, _, err := ir.GetRecordBytes(ctx, nsid, rkey); err == nil {
