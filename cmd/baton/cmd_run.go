@@ -40,7 +40,7 @@ ones, or only --advertise's (a router's forwarded port, a DNS name) when given.
 Prometheus), never the API. On an atproto chain, --xrpc-addr serves the repository's
 read-only XRPC methods (com.atproto.sync.getRepo, getRecord, getLatestCommit,
 listRepos, getRepoStatus, getBlocks, subscribeRepos, com.atproto.repo.getRecord,
-listRecords, describeRepo) to anyone,
+listRecords, describeRepo, com.atproto.server.describeServer) to anyone,
 without a token, so that a relay can crawl it; nothing else (every other path is 404),
 with the TCP API's connection limits on a listener of its own. It is refused on a chain
 in baton's own format.`

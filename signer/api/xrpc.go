@@ -81,6 +81,7 @@ func (a *Server) routeXRPC(mux *http.ServeMux) {
 	x("com.atproto.sync.listRepos", a.listRepos)           // xrpc_sync.go
 	x("com.atproto.sync.getRepoStatus", a.getRepoStatus)
 	x("com.atproto.sync.getBlocks", a.getBlocks)
+	x("com.atproto.server.describeServer", a.describeServer)
 	mux.HandleFunc("/xrpc/{method}", func(w http.ResponseWriter, r *http.Request) {
 		writeXRPCError(w, xerr(http.StatusNotImplemented, XRPCNotImplemented, "%s is not served here", r.PathValue("method")))
 	})

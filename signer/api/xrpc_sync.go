@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"net/http"
 	"strconv"
+	"strings"
 
+	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/ipfs/go-cid"
 
+	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/signer/chain/atproto"
 )
 
@@ -158,4 +161,29 @@ func (a *Server) getBlocks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeCAR(w, car.Bytes())
+}
+
+// describeServer answers com.atproto.server.describeServer, which a relay asks a host
+// before it crawls it (indigo's relay: HostClient.CheckHost): the server's DID is
+// did:web of the host the request named (its Host header, a port as %3A), no handle
+// domains, and an invite code required: no account can be made here.
+func (a *Server) describeServer(w http.ResponseWriter, r *http.Request) {
+	if _, err := query(r); err != nil {
+		writeXRPCError(w, err)
+		return
+	}
+	if a.n.Log().View().ChainFormat() != intentlog.CommitFormatAtproto {
+		writeXRPCError(w, errNotAtproto)
+		return
+	}
+	did := "did:web:" + strings.ReplaceAll(r.Host, ":", "%3A")
+	if _, err := syntax.ParseDID(did); err != nil || r.Host == "" {
+		writeXRPCError(w, xerr(http.StatusBadRequest, XRPCInvalidRequest, "the request's host %q makes no did:web", r.Host))
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		DID                  string   `json:"did"`
+		AvailableUserDomains []string `json:"availableUserDomains"`
+		InviteCodeRequired   bool     `json:"inviteCodeRequired"`
+	}{DID: did, AvailableUserDomains: []string{}, InviteCodeRequired: true})
 }

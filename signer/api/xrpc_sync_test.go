@@ -24,9 +24,10 @@ import (
 	"github.com/batonhq/baton/signer/chain/atproto"
 )
 
-// TestXRPCSyncIndigoClient: listRepos, getRepoStatus and getBlocks on a real atproto
-// node's public listener, called through indigo's own XRPC client (atclient and the
-// generated comatproto functions), which also reads the errors' names. listRepos
+// TestXRPCSyncIndigoClient: describeServer, listRepos, getRepoStatus, getBlocks and
+// getRepo?since= on a real atproto node's public listener, called through indigo's
+// own XRPC client (atclient and the generated comatproto functions), which also reads
+// the errors' names. describeServer answers what a relay's host check asks. listRepos
 // lists nothing before the first commit, then the one repository at its head
 // (getLatestCommit's CID and rev), active; getRepoStatus says the same. getBlocks
 // gives back, for every block of the repository's CAR (getRepo, read by indigo), the
@@ -52,6 +53,14 @@ func TestXRPCSyncIndigoClient(t *testing.T) {
 			return ae.Name
 		}
 		return fmt.Sprintf("not an XRPC error: %v", err)
+	}
+
+	// What indigo's relay asks a host before it crawls it (HostClient.CheckHost is
+	// this call): the server's did:web, and no account can be made.
+	ds, err := comatproto.ServerDescribeServer(ctx, c)
+	if err != nil || ds.Did != "did:web:"+strings.ReplaceAll(n.srv.XRPCAddr(), ":", "%3A") || ds.AvailableUserDomains == nil ||
+		len(ds.AvailableUserDomains) != 0 || ds.InviteCodeRequired == nil || !*ds.InviteCodeRequired {
+		t.Fatalf("describeServer: %+v, %v", ds, err)
 	}
 
 	lr, err := comatproto.SyncListRepos(ctx, c, "", 0)
