@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,11 +10,15 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/batonhq/baton/signer"
+	"github.com/batonhq/baton/signer/api"
+	"github.com/batonhq/baton/signer/chain"
 	"github.com/batonhq/baton/signer/node"
 )
 
 const statusLong = `Shows this device, Raft (role, leader, term, indexes), whether it reaches a quorum,
-the lease (holder, epoch, expires in), the chain head, pending intents, the signer
+the lease (holder, epoch, expires in), the chain head (on an atproto chain also the
+repository's DID and rev), pending intents, the signer
 loop's last error and how long ago it happened, and every member with its
 reachability as this device measures it (a probe every second: answering or why not,
 direct or relayed and through which member, round trip, since when) and when it was
@@ -29,7 +34,7 @@ func (c *cli) statusCmd() *cobra.Command {
 	f := c.addAPIFlags(cmd.Flags(), 10*time.Second, "waiting for the node")
 	asJSON := cmd.Flags().Bool("json", false, "print the state as JSON (GET /v1/state)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		_, st, _, done, err := f.state(cmd.Context())
+		cl, st, cctx, done, err := f.state(cmd.Context())
 		if err != nil {
 			return err
 		}
@@ -37,7 +42,7 @@ func (c *cli) statusCmd() *cobra.Command {
 		if *asJSON {
 			return printJSON(c.stdout, st)
 		}
-		printStatus(c.stdout, st)
+		printStatus(c.stdout, st, repoLine(cctx, cl, st.Chain))
 		return nil
 	}
 	return cmd
@@ -64,7 +69,30 @@ func ago(d time.Duration) string {
 	return d.Round(time.Second).String()
 }
 
-func printStatus(w io.Writer, st node.State) {
+// repoLine describes an atproto chain's repository (its DID and rev, from
+// com.atproto.sync.listRepos over the API), or "" on a chain of baton's format.
+func repoLine(ctx context.Context, cl *api.Client, chainDID string) string {
+	if f, err := signer.FormatOfDID(chainDID); err != nil || f.ID() != chain.FormatAtproto {
+		return ""
+	}
+	body, err := cl.XRPC(ctx, "com.atproto.sync.listRepos", nil)
+	var out struct {
+		Repos []struct{ DID, Rev string }
+	}
+	if err == nil {
+		err = json.Unmarshal(body, &out)
+	}
+	switch {
+	case err != nil:
+		return "unknown (" + oneLine(cleanText(err.Error())) + ")"
+	case len(out.Repos) == 0:
+		return "no commit yet"
+	}
+	return out.Repos[0].DID + " at rev " + out.Repos[0].Rev
+}
+
+// printStatus prints st; repo, when not "", is the atproto repository's line.
+func printStatus(w io.Writer, st node.State, repo string) {
 	me := func(id string) string {
 		switch id {
 		case "":
@@ -90,6 +118,9 @@ func printStatus(w io.Writer, st node.State) {
 		fmt.Fprintf(tw, "DEFECT\t%s (signing goes on; please report it)\n", oneLine(cleanText(st.Defect)))
 	}
 	fmt.Fprintf(tw, "chain\t%s\n", st.Chain)
+	if repo != "" {
+		fmt.Fprintf(tw, "repository\t%s\n", repo)
+	}
 	signs := "yes"
 	if !st.Signer {
 		signs = "no (replica without the chain key)"

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,9 @@ func TestE2EAtprotoCAR(t *testing.T) {
 	mustBin(t, "submit", "--data", data, "--path", p3, "--json-record", "--value", `{"$type": "app.bsky.feed.post", "text": "hi"}`, "--wait", "signed")
 	if code, _, errs := bin(t, "", "submit", "--data", data, "--path", p3, "--json-record", "--value", `{"n": 1.5}`); code != 2 || !strings.Contains(errs, "--json-record") {
 		t.Fatalf("a float in --json-record: exit %d, %s", code, errs)
+	}
+	if out := mustBin(t, "status", "--data", data); !regexp.MustCompile(`(?m)^repository +` + regexp.QuoteMeta(did) + ` at rev [2-7a-z]{13}$`).MatchString(out) {
+		t.Fatalf("status shows no repository line:\n%s", out)
 	}
 	// The NDJSON export verifies (on an atproto chain, by replaying the repository).
 	nd := mustBin(t, "export", "--data", data)
