@@ -252,3 +252,26 @@ func TestCallFrozenPeer(t *testing.T) {
 		return err == nil && string(res) == live[0].id().String()+"|again"
 	})
 }
+
+// A request carries its caller's remaining time rounded up to the millisecond, so
+// the callee's deadline is never before the caller's (rounded down, a call returned
+// "timeout" 0.3 ms before its 800 ms deadline).
+func TestRemainingMSRoundsUp(t *testing.T) {
+	now := time.Now()
+	for left, want := range map[time.Duration]uint64{
+		799*time.Millisecond + 900*time.Microsecond: 800,
+		800 * time.Millisecond:                      800,
+		800*time.Millisecond + time.Nanosecond:      801,
+		time.Microsecond:                            1,
+		-time.Second:                                1,
+	} {
+		ctx, cancel := context.WithDeadline(context.Background(), now.Add(left))
+		if got := remainingMS(ctx, now); got != want {
+			t.Errorf("%v left: %d ms, want %d", left, got, want)
+		}
+		cancel()
+	}
+	if got := remainingMS(context.Background(), now); got != 0 {
+		t.Errorf("no deadline: %d, want 0", got)
+	}
+}
