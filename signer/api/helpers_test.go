@@ -10,6 +10,7 @@ import (
 
 	"github.com/batonhq/baton/internal/testutil"
 	"github.com/batonhq/baton/signer/chain"
+	"github.com/batonhq/baton/signer/chain/atproto"
 	"github.com/batonhq/baton/signer/node"
 )
 
@@ -48,4 +49,19 @@ func startServed(t testing.TB, cfg node.Config, acfg Config) *served {
 	}
 	t.Cleanup(func() { srv.Close(nil) })
 	return &served{Node: n, srv: srv}
+}
+
+// startAtprotoHolder starts one bootstrapped node of a new atproto chain (a P-256
+// key) served with acfg, and waits until it holds the lease.
+func startAtprotoHolder(t *testing.T, acfg Config) (*served, *atproto.Key) {
+	t.Helper()
+	key, err := atproto.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := nodeConfig(t, t.TempDir(), testutil.PSK(t), key)
+	cfg.Bootstrap = true
+	n := startServed(t, cfg, acfg)
+	testutil.WaitFor(t, 10*time.Second, "holds", n.Holds)
+	return n, key
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -211,23 +212,15 @@ func (a *Server) repoGetRecord(w http.ResponseWriter, r *http.Request) {
 		out.Value, err = atproto.RecordJSON(rec)
 		return err
 	})
-	if err != nil {
-		writeXRPCError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	answerXRPC(w, err, out)
 }
 
 // getLatestCommit answers com.atproto.sync.getLatestCommit: the head commit's CID and
 // rev.
 func (a *Server) getLatestCommit(w http.ResponseWriter, r *http.Request) {
-	q, err := query(r, "did")
+	q, err := didQuery(r)
 	if err != nil {
 		writeXRPCError(w, err)
-		return
-	}
-	if q.Get("did") == "" {
-		writeXRPCError(w, xerr(http.StatusBadRequest, XRPCInvalidRequest, "did is required"))
 		return
 	}
 	var out struct {
@@ -240,6 +233,24 @@ func (a *Server) getLatestCommit(w http.ResponseWriter, r *http.Request) {
 		out.CID, err = atproto.CIDString(h.Commit)
 		return err
 	})
+	answerXRPC(w, err, out)
+}
+
+// didQuery reads the query of a method whose did parameter is required (a DID),
+// among the others allowed.
+func didQuery(r *http.Request, others ...string) (url.Values, error) {
+	q, err := query(r, append([]string{"did"}, others...)...)
+	switch {
+	case err != nil:
+		return nil, err
+	case q.Get("did") == "":
+		return nil, xerr(http.StatusBadRequest, XRPCInvalidRequest, "did is required")
+	}
+	return q, checkRepoParam("did", q.Get("did"))
+}
+
+// answerXRPC writes out as the JSON answer, or err as an XRPC error.
+func answerXRPC(w http.ResponseWriter, err error, out any) {
 	if err != nil {
 		writeXRPCError(w, err)
 		return
@@ -253,15 +264,8 @@ func (a *Server) getLatestCommit(w http.ResponseWriter, r *http.Request) {
 // did not have (atproto.RepoBlocksSince): what the reference PDS answers, the blocks
 // written after that rev and still in the repository.
 func (a *Server) getRepo(w http.ResponseWriter, r *http.Request) {
-	q, err := query(r, "did", "since")
-	if err != nil {
-		writeXRPCError(w, err)
-		return
-	}
-	switch {
-	case q.Get("did") == "":
-		err = xerr(http.StatusBadRequest, XRPCInvalidRequest, "did is required")
-	case q.Has("since"):
+	q, err := didQuery(r, "since")
+	if err == nil && q.Has("since") {
 		if _, terr := syntax.ParseTID(q.Get("since")); terr != nil {
 			err = xerr(http.StatusBadRequest, XRPCInvalidRequest, "since: %v (a rev)", terr)
 		}
@@ -403,11 +407,7 @@ func (a *Server) listRecords(w http.ResponseWriter, r *http.Request) {
 		}
 		return nil
 	})
-	if err != nil {
-		writeXRPCError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	answerXRPC(w, err, out)
 }
 
 // InvalidHandle is the handle atproto answers for an account whose handle is not
@@ -448,11 +448,7 @@ func (a *Server) describeRepo(w http.ResponseWriter, r *http.Request) {
 		out.DID, out.Collections = h.DID, append([]string{}, cs...) // [] rather than null
 		return err
 	})
-	if err != nil {
-		writeXRPCError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	answerXRPC(w, err, out)
 }
 
 // checkRepoParam checks a repo (or did) parameter: a DID, handles are not resolved.

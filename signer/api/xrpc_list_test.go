@@ -8,14 +8,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	comatproto "github.com/bluesky-social/indigo/api/atproto"
 	"github.com/bluesky-social/indigo/api/bsky"
 	"github.com/bluesky-social/indigo/atproto/atdata"
 
 	"github.com/batonhq/baton/intentlog"
-	"github.com/batonhq/baton/internal/testutil"
 	"github.com/batonhq/baton/signer/chain/atproto"
 )
 
@@ -28,14 +26,7 @@ import (
 // record's bytes and each cid is the record's; describeRepo lists the collections
 // sorted. Bad parameters answer InvalidRequest, another DID RepoNotFound.
 func TestXRPCListDescribe(t *testing.T) {
-	key, err := atproto.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := nodeConfig(t, t.TempDir(), testutil.PSK(t), key)
-	cfg.Bootstrap = true
-	n := startServed(t, cfg, Config{XRPCAddr: "127.0.0.1:0"})
-	testutil.WaitFor(t, 10*time.Second, "holds", n.Holds)
+	n, key := startAtprotoHolder(t, Config{XRPCAddr: "127.0.0.1:0"})
 	did := key.DID()
 
 	// Before any commit: no repository yet.

@@ -13,7 +13,6 @@ import (
 
 	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/internal/testutil"
-	"github.com/batonhq/baton/signer/chain/atproto"
 	"github.com/batonhq/baton/signer/node"
 )
 
@@ -45,14 +44,7 @@ func publicDo(t *testing.T, method, url string, h http.Header) (int, string) {
 // API's (slowloris and idle keep-alive floods, small numbers), on a guard of its own:
 // the authenticated TCP API beside it answers throughout.
 func TestXRPCPublic(t *testing.T) {
-	key, err := atproto.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := nodeConfig(t, t.TempDir(), testutil.PSK(t), key)
-	cfg.Bootstrap = true
-	n := startServed(t, cfg, Config{Addr: "127.0.0.1:0", Token: testToken, XRPCAddr: "127.0.0.1:0", MaxConns: 8, MaxStreams: 1})
-	testutil.WaitFor(t, 10*time.Second, "holds", n.Holds)
+	n, key := startAtprotoHolder(t, Config{Addr: "127.0.0.1:0", Token: testToken, XRPCAddr: "127.0.0.1:0", MaxConns: 8, MaxStreams: 1})
 	atSubmit(t, n, intentlog.Intent{ID: "p1", Op: intentlog.OpPut, Path: "app.bsky.feed.post/3kp1", Value: atRecord(t, "one")})
 	did := key.DID()
 	pub := "http://" + n.srv.XRPCAddr()

@@ -61,23 +61,13 @@ func (a *Server) listRepos(w http.ResponseWriter, r *http.Request) {
 	if err == errNoCommit {
 		err = nil // no repository to list yet
 	}
-	if err != nil {
-		writeXRPCError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	answerXRPC(w, err, out)
 }
 
 // getRepoStatus answers com.atproto.sync.getRepoStatus: the repository is active, at
 // its head's rev.
 func (a *Server) getRepoStatus(w http.ResponseWriter, r *http.Request) {
-	q, err := query(r, "did")
-	if err == nil && q.Get("did") == "" {
-		err = xerr(http.StatusBadRequest, XRPCInvalidRequest, "did is required")
-	}
-	if err == nil {
-		err = checkRepoParam("did", q.Get("did"))
-	}
+	q, err := didQuery(r)
 	if err != nil {
 		writeXRPCError(w, err)
 		return
@@ -91,11 +81,7 @@ func (a *Server) getRepoStatus(w http.ResponseWriter, r *http.Request) {
 		out.DID, out.Active, out.Rev = h.DID, true, h.Rev
 		return nil
 	})
-	if err != nil {
-		writeXRPCError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	answerXRPC(w, err, out)
 }
 
 // XRPCBlockNotFound is getBlocks' error for a CID this replica does not hold.

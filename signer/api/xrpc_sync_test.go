@@ -20,7 +20,6 @@ import (
 	carutil "github.com/ipld/go-car/util"
 
 	"github.com/batonhq/baton/intentlog"
-	"github.com/batonhq/baton/internal/testutil"
 	"github.com/batonhq/baton/signer/chain/atproto"
 )
 
@@ -35,14 +34,7 @@ import (
 // block of an older head; a CID it does not hold is BlockNotFound, another DID
 // RepoNotFound, bad parameters InvalidRequest.
 func TestXRPCSyncIndigoClient(t *testing.T) {
-	key, err := atproto.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := nodeConfig(t, t.TempDir(), testutil.PSK(t), key)
-	cfg.Bootstrap = true
-	n := startServed(t, cfg, Config{XRPCAddr: "127.0.0.1:0"})
-	testutil.WaitFor(t, 10*time.Second, "holds", n.Holds)
+	n, key := startAtprotoHolder(t, Config{XRPCAddr: "127.0.0.1:0"})
 	did := key.DID()
 	c := atclient.NewAPIClient("http://" + n.srv.XRPCAddr())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -425,15 +425,7 @@ func TestXRPCNotAtproto(t *testing.T) {
 // that stops reading is dropped after the write timeout and its slot freed, and a
 // consumer that falls behind the head is told ConsumerTooSlow.
 func TestSubscribeReposLimits(t *testing.T) {
-	psk := testutil.PSK(t)
-	key, err := atproto.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := nodeConfig(t, t.TempDir(), psk, key)
-	cfg.Bootstrap = true
-	n := startServed(t, cfg, Config{MaxStreams: 1, streamWrite: time.Second})
-	testutil.WaitFor(t, 10*time.Second, "holds", n.Holds)
+	n, key := startAtprotoHolder(t, Config{MaxStreams: 1, streamWrite: time.Second})
 	big := func(id string) intentlog.Intent {
 		// A record larger than a socket's buffers: writing its frame blocks until the
 		// consumer reads.
@@ -515,15 +507,7 @@ func TestSubscribeReposLimits(t *testing.T) {
 // open streams take none of MaxConns: with MaxConns 2 and two streams open, two
 // authenticated clients holding keep-alive connections are still served at once.
 func TestSubscribeReposTCP(t *testing.T) {
-	psk := testutil.PSK(t)
-	key, err := atproto.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := nodeConfig(t, t.TempDir(), psk, key)
-	cfg.Bootstrap = true
-	n := startServed(t, cfg, Config{Addr: "127.0.0.1:0", Token: testToken, MaxConns: 2, MaxStreams: 2})
-	testutil.WaitFor(t, 10*time.Second, "holds", n.Holds)
+	n, key := startAtprotoHolder(t, Config{Addr: "127.0.0.1:0", Token: testToken, MaxConns: 2, MaxStreams: 2})
 	atSubmit(t, n, intentlog.Intent{ID: "p1", Op: intentlog.OpPut, Path: "app.bsky.feed.post/3kp1", Value: atRecord(t, "one")})
 	url := "ws://" + n.srv.Addr() + "/xrpc/com.atproto.sync.subscribeRepos?cursor=0"
 	auth := http.Header{"Authorization": {"Bearer " + testToken}}
@@ -538,6 +522,7 @@ func TestSubscribeReposTCP(t *testing.T) {
 		// 500 ms old, and the guard refuses the newcomer (a reset). Dial again.
 		var c *websocket.Conn
 		testutil.WaitFor(t, 10*time.Second, "an authenticated stream", func() bool {
+			var err error
 			c, _, err = d.Dial(url, auth)
 			return err == nil
 		})
