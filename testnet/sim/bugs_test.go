@@ -186,8 +186,10 @@ var seedRegressions = []struct {
 	// A holder that led Raft killed and restarted never caught up again
 	// (no_convergence, 3 of 3 replays) while standbys counted a lease record from
 	// when their replica stored its entry (the store-time count of 2026-12-02, reverted
-	// for it; docs/DESIGN.md, "The lease"). Kept so that the count, when it comes back,
-	// meets this seed first.
+	// for it; docs/DESIGN.md, "The lease"). The cause was hashicorp/raft's refusal of
+	// the entry after a follower's snapshot (snapPrevLogs fixes it: the reverted code
+	// with it passes 3 of 3). Kept so that the count, when it comes back, meets this
+	// seed first.
 	{seed: 321503, bug: "a restarted ex-holder stuck behind with the store-time lease count"},
 	// A leadership transfer with 9 commits in flight: the holder re-claimed its own
 	// record as epoch 3 (8 of them voided), and its hold ended later with 2 more in
