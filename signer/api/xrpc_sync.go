@@ -19,9 +19,8 @@ import (
 
 // Limits of listRepos and getBlocks.
 const (
-	DefaultListRepos = 500  // the lexicon's default
-	MaxListRepos     = 1000 // the lexicon's maximum
-	MaxGetBlocks     = 100  // CIDs in one getBlocks: about 6.5 KB of query, under the request line's limit
+	MaxListRepos = 1000 // the lexicon's maximum (one page holds this chain's one repository)
+	MaxGetBlocks = 100  // CIDs in one getBlocks: about 6.5 KB of query, under the request line's limit
 )
 
 // syncRepo is one repository in com.atproto.sync.listRepos's answer.
