@@ -161,8 +161,10 @@ func TestDeadDirectBesideRelayClosed(t *testing.T) {
 	})
 	px.Freeze()
 	frozen := time.Now()
-	heard := make(chan struct{})
+	heard, touched := make(chan struct{}), make(chan struct{})
+	bh, cid := b.host, c.id()
 	go func() {
+		defer close(touched)
 		tk := time.NewTicker(100 * time.Millisecond)
 		defer tk.Stop()
 		for {
@@ -170,11 +172,13 @@ func TestDeadDirectBesideRelayClosed(t *testing.T) {
 			case <-heard:
 				return
 			case <-tk.C:
-				b.host.touch(c.id()) // c heard from over the relay, as Raft would be
+				bh.touch(cid) // c heard from over the relay, as Raft would be
 			}
 		}
 	}()
-	defer close(heard)
+	// The toucher is gone before the nodes' cleanup stops them (CI's -race saw it
+	// read b.host while b.stop cleared it).
+	defer func() { close(heard); <-touched }()
 	defer func() {
 		st := b.host.probeOf(c.id())
 		t.Logf("probe: ok %v path %s lastOK %v ago err %q inflight %v; conns %d", st.ok, st.path, time.Since(st.lastOK), st.err, st.inflight, len(b.host.h.Network().ConnsToPeer(c.id())))
