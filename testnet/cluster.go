@@ -276,7 +276,7 @@ func (c *Cluster) startDevice(ctx context.Context, d *Device, bootstrap bool) er
 	cfg := node.Config{DataDir: d.Dir, ListenAddrs: listen(port), PSK: c.psk, ChainKey: c.key,
 		Bootstrap: bootstrap, TTL: c.cfg.TTL, Tick: c.cfg.Tick, Clock: d.Clock,
 		Logger: c.cfg.Logger.With("device", d.Name), Raft: c.cfg.Raft,
-		Knobs: &knobs.Node{BeforePropose: func(ctx context.Context, e any) { d.gate.wait(ctx, e.(intentlog.Entry)) }}}
+		Knobs: &knobs.Node{BeforePropose: func(ctx context.Context, e any) context.Context { return d.gate.wait(ctx, e.(intentlog.Entry)) }}}
 	if _, err := os.Stat(filepath.Join(d.Dir, intentlog.RaftFile)); err != nil && !bootstrap {
 		token := make([]byte, 16)
 		_, _ = rand.Read(token)

@@ -2,6 +2,7 @@ package testnet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -54,11 +55,17 @@ func (g *gate) paused() bool {
 	return g.ch != nil
 }
 
-// wait blocks while the gate is closed (or until ctx is done: a stopping node). Every
-// proposal waits; only the signer's own (lease and commit entries, which the apply must
-// fence after the lease moves on) count as caught in flight: a client's intents entry
-// released at resume is rightly accepted.
-func (g *gate) wait(ctx context.Context, e intentlog.Entry) {
+// wait blocks while the gate is closed: a paused device stands still, its own
+// deadlines with it. Every proposal waits; only the signer's own (lease and commit
+// entries, which the apply must fence after the lease moves on) count as caught in
+// flight: a client's intents entry released at resume is rightly accepted.
+//
+// It returns the context the proposal goes on with: a deadline that passed while the
+// device stood still moves by the time it stood still, so the proposal goes out at
+// resume as a frozen process's would (with ctx's own deadline it failed before it was
+// sent, the apply saw nothing to refuse, and TestDrillPauseHolder failed in CI). A
+// cancelled ctx (a stopping node) ends the wait; Kill and Stop also open the gate.
+func (g *gate) wait(ctx context.Context, e intentlog.Entry) context.Context {
 	g.mu.Lock()
 	ch := g.ch
 	if _, intents := e.(intentlog.IntentsEntry); ch != nil && !intents {
@@ -66,12 +73,29 @@ func (g *gate) wait(ctx context.Context, e intentlog.Entry) {
 	}
 	g.mu.Unlock()
 	if ch == nil {
-		return
+		return ctx
 	}
+	parked := time.Now()
 	select {
 	case <-ch:
 	case <-ctx.Done():
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return ctx
+		}
+		<-ch
 	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return ctx
+	}
+	moved, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline.Add(time.Since(parked)))
+	// ctx cancelled (not timed out) later still cancels the moved one.
+	context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			cancel()
+		}
+	})
+	return moved
 }
 
 // Kill stops device d hard: no release, no goodbye (a crash). Its data dir stays.

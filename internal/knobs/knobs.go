@@ -47,8 +47,9 @@ type Election struct {
 type Node struct {
 	// BeforePropose is called before every proposal the node makes (intents, lease
 	// entries, genesis and commits; e is the intentlog.Entry); it may block (testnet
-	// freezes a device mid-flight).
-	BeforePropose func(ctx context.Context, e any)
+	// freezes a device mid-flight) and returns the context the proposal goes on with
+	// (ctx, or one whose deadline moved by the time a frozen device stood still).
+	BeforePropose func(ctx context.Context, e any) context.Context
 	// Intentlog is passed to the node's intent log.
 	Intentlog *Intentlog
 	// Signer is passed to the node's signer loop (and SkipValidation also skips the

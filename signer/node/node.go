@@ -340,7 +340,7 @@ func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err er
 	closers = append(closers, n.net.Close)
 	n.prop = &proposer{log: n.log, net: n.net, killed: &n.killed}
 	if k := cfg.Knobs; k != nil && k.BeforePropose != nil {
-		n.prop.before = func(ctx context.Context, e intentlog.Entry) { k.BeforePropose(ctx, e) }
+		n.prop.before = func(ctx context.Context, e intentlog.Entry) context.Context { return k.BeforePropose(ctx, e) }
 	}
 	n.lease, err = election.New(n.prop, parts.ID, cfg.Clock, election.Options{TTL: cfg.TTL, Knobs: cfg.electionKnobs()})
 	if err != nil {

@@ -574,7 +574,7 @@ func TestNodeKnobs(t *testing.T) {
 	cfg := nodeConfig(t, t.TempDir(), testutil.PSK(t), testutil.Key(t, 5))
 	cfg.Bootstrap = true
 	cfg.Knobs = &knobs.Node{}
-	cfg.Knobs.BeforePropose = func(ctx context.Context, e any) {
+	cfg.Knobs.BeforePropose = func(ctx context.Context, e any) context.Context {
 		mu.Lock()
 		seen[fmt.Sprintf("%T", e)]++
 		a := armed
@@ -583,6 +583,7 @@ func TestNodeKnobs(t *testing.T) {
 			frozen.Do(func() { close(frozenCh) })
 			<-freeze // ignores ctx on purpose: the worst knob
 		}
+		return ctx
 	}
 	n := startNode(t, cfg)
 	ctx := context.Background()

@@ -21,7 +21,7 @@ import (
 type proposer struct {
 	log    *intentlog.Log
 	net    Network
-	before func(context.Context, intentlog.Entry)
+	before func(context.Context, intentlog.Entry) context.Context
 	killed *atomic.Bool // the node's: set by Kill, read by every proposal
 }
 
@@ -58,7 +58,7 @@ func (p *proposer) Propose(ctx context.Context, e intentlog.Entry) (intentlog.Re
 		return intentlog.Result{}, ErrStopped
 	}
 	if p.before != nil {
-		p.before(ctx, e)
+		ctx = p.before(ctx, e)
 		if p.killed.Load() { // killed while the knob held the proposal
 			return intentlog.Result{}, ErrStopped
 		}

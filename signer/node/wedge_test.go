@@ -21,14 +21,14 @@ type signCounter struct {
 	bySeq map[uint64]map[[chain.HashSize]byte]bool
 }
 
-func (s *signCounter) hook(_ context.Context, e any) {
+func (s *signCounter) hook(ctx context.Context, e any) context.Context {
 	ce, ok := e.(intentlog.CommitEntry)
 	if !ok {
-		return
+		return ctx
 	}
 	c, err := chain.Decode(ce.Raw)
 	if err != nil {
-		return
+		return ctx
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -36,6 +36,7 @@ func (s *signCounter) hook(_ context.Context, e any) {
 		s.bySeq[c.Seq] = map[[chain.HashSize]byte]bool{}
 	}
 	s.bySeq[c.Seq][chain.Hash(ce.Raw)] = true
+	return ctx
 }
 
 // most returns the largest number of distinct commits signed for one seq.

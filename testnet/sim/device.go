@@ -108,8 +108,9 @@ func (d *device) start() error {
 		Logger:       logger.With("dev", d.idx),
 		Raft:         w.raftConfig,
 		RaftLogLevel: raftLevel,
-		Knobs: &knobs.Node{BeforePropose: func(ctx context.Context, e any) {
+		Knobs: &knobs.Node{BeforePropose: func(ctx context.Context, e any) context.Context {
 			d.beforePropose(inc, e)
+			return ctx
 		}},
 	}
 	applyKnobs(w.cfg.Knobs, &cfg)
