@@ -34,6 +34,14 @@
 //     whose clock runs an hour ahead would otherwise see every lease as expired); the
 //     wall check is a second, independent opinion (the wall clock is NTP-disciplined,
 //     the monotonic clock is not: an observer whose crystal runs fast is caught by it).
+//     The count starts when this device's replica stored the entry that made the
+//     record (the record's Rev, when the Log is a StoreTimer), never later than when
+//     it sees the record applied: a renewal that a dying Raft leader replicated but
+//     did not get committed to the followers is applied only after the next election,
+//     and counting from that apply made a leading holder's crash cost a TTL after the
+//     election instead of a TTL after the renewal. A record whose entry this process
+//     did not store (replayed at start, from a snapshot) counts from the apply, so a
+//     booted device still waits a full TTL.
 //
 //  3. A disagreeing wall clock delays a claim by at most one more TTL: after 2*ttl
 //     observed unchanged the record is lapsed whatever the clocks say, and the
@@ -61,8 +69,8 @@
 //  6. May-sign (the signing gate, Lease.Holds): the record names this device at an
 //     epoch it wrote, and less than SignFraction*ttl (default 2/3, in (1/2, 0.9]) has
 //     passed since it PROPOSED its last successful claim or renewal. Proposal time, not
-//     apply time: other devices start counting only once the entry is applied, which is
-//     later, so the window ends at least (1-SignFraction)*ttl before anyone can consider
+//     apply time: other devices start counting only once their replica has stored the
+//     entry (rule 2), which none can do before it was proposed, so the window ends at least (1-SignFraction)*ttl before anyone can consider
 //     the lease lapsed; that margin absorbs clock-rate differences and the time from the
 //     Holds check to the commit's apply. Elapsed time is the larger of the monotonic and
 //     the wall elapsed time: a suspended laptop's monotonic clock stands still while the

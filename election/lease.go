@@ -47,6 +47,19 @@ type Watcher interface {
 	Watch() <-chan struct{}
 }
 
+// StoreTimer is an optional capability of a Log: StoredAt returns the reading of the
+// Lease's own Clock.Mono at which the local replica first stored log entry index in
+// its Raft log, if it remembers one that still belongs to the entry at that index now
+// (intentlog.Log.StoredAt, given the node's clock). The Lease counts a record as
+// observed from when its entry (the record's Rev) was stored here, not from the later
+// apply: an entry that waits for its commit (a leader that died after replicating it)
+// would otherwise make standbys count a TTL from the next leader's election (see
+// doc.go, rule 2). Safe because the holder counts its hold from before it proposed
+// the entry, and no replica can store an entry before it was proposed.
+type StoreTimer interface {
+	StoredAt(index uint64) (time.Duration, bool)
+}
+
 // Options tune a Lease.
 type Options struct {
 	// TTL of this device's claims. Optional, defaults to DefaultTTL (15 s). Whole
@@ -711,7 +724,7 @@ func (l *Lease) refreshLocked() (Decision, intentlog.View) {
 		if l.seen {
 			l.prev, l.havePrev = l.cur, true
 		}
-		l.cur, l.firstSeen, l.seen, l.skewNoted = rec, mono, true, false
+		l.cur, l.firstSeen, l.seen, l.skewNoted = rec, l.storedLocked(rec, mono), true, false
 		l.dropWritesLocked(func(w write) bool { return w.epoch < rec.Epoch })
 		if l.standoff != 0 && rec.Epoch > l.yieldEp {
 			// Someone took the lease after our release or transfer: the standoff (which
@@ -754,6 +767,21 @@ func (l *Lease) refreshLocked() (Decision, intentlog.View) {
 		l.endLocked()
 	}
 	return d, v
+}
+
+// storedLocked is when this device starts counting rec as observed, at mono when it
+// sees rec replace the record before: when its replica stored the entry that made rec
+// (StoreTimer), never later than mono. Without a store time (a Log without the
+// capability, an entry applied from a snapshot or replayed at start), mono.
+func (l *Lease) storedLocked(rec intentlog.Lease, mono time.Duration) time.Duration {
+	st, ok := l.log.(StoreTimer)
+	if !ok || rec.Rev == 0 {
+		return mono
+	}
+	if at, ok := st.StoredAt(rec.Rev); ok && at < mono {
+		return at
+	}
+	return mono
 }
 
 // ownLocked matches rec against this device's remembered writes.

@@ -16,6 +16,7 @@ type simDev struct {
 	id        string
 	clk       *ManualClock
 	log       *syncLog
+	stored    *storedSyncLog
 	l         *Lease
 	mode      string // "plain", "skew" (its wall clock may step), "suspend" (it may sleep)
 	rate      int    // its clocks run at rate/1000 of real time (crystal drift, 0.9 to 1.1)
@@ -39,13 +40,17 @@ func newSim(t *rapid.T, steals bool) *sim {
 		clk := NewManualClock(t0)
 		clk.SetSkew(skew)
 		lg := &syncLog{fakeLog: newFakeLog(s.c, id)}
-		l, err := New(lg, id, clk, Options{TTL: lTTL})
+		// Each replica stores every entry the moment it is proposed (on its own
+		// clock), before its view may apply it: the earliest a store can be, so the
+		// store-time count (StoreTimer) is tried at its most aggressive.
+		st := &storedSyncLog{syncLog: lg, at: map[uint64]time.Duration{}}
+		l, err := New(st, id, clk, Options{TTL: lTTL})
 		if err != nil {
 			t.Fatal(err)
 		}
 		mode := rapid.SampledFrom([]string{"plain", "skew", "suspend"}).Draw(t, "mode_"+id)
 		rate := rapid.IntRange(900, 1100).Draw(t, "rate_"+id)
-		s.devs = append(s.devs, &simDev{id: id, clk: clk, log: lg, l: l, mode: mode, rate: rate})
+		s.devs = append(s.devs, &simDev{id: id, clk: clk, log: lg, stored: st, l: l, mode: mode, rate: rate})
 	}
 	// "Never claim a live lease": when an ordinary claim is about to win the CAS, no
 	// other device may believe it holds the lease. (Checked before the apply, while
@@ -78,7 +83,29 @@ func newSim(t *rapid.T, steals bool) *sim {
 		}
 		return true, nil
 	}
+	checkClaim := s.c.intercept
+	s.c.intercept = func(ctx context.Context, from string, e intentlog.Entry) (bool, error) {
+		apply, err := checkClaim(ctx, from, e)
+		if apply {
+			next := s.c.view().AppliedIndex + 1 // the index this entry gets
+			for _, d := range s.devs {
+				d.stored.at[next] = d.clk.Mono()
+			}
+		}
+		return apply, err
+	}
 	return s
+}
+
+// storedSyncLog is a syncLog that offers store times (StoreTimer).
+type storedSyncLog struct {
+	*syncLog
+	at map[uint64]time.Duration // the property tests run on one goroutine
+}
+
+func (s *storedSyncLog) StoredAt(index uint64) (time.Duration, bool) {
+	at, ok := s.at[index]
+	return at, ok
 }
 
 func (s *sim) pick(t *rapid.T, label string) *simDev {

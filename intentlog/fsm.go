@@ -49,6 +49,7 @@ type FSM struct {
 	staleRestores atomic.Uint64
 	who           uintptr      // this replica's number in the latency trace (stages.go)
 	pre           *preverifier // commits' verification ahead of the apply (preverify.go)
+	stored        *storeTimes  // the Log's store times (nil: none), forgotten by Restore
 
 	fault    atomic.Pointer[FaultError] // nil when healthy
 	haltCh   chan struct{}              // closed when the FSM first halts

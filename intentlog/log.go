@@ -67,6 +67,10 @@ type Config struct {
 	// store (hashicorp/raft panics when storing its term fails): it reports its own
 	// errors.
 	OnTerm func(term uint64)
+	// Mono, if set, is the monotonic clock (the lease's Clock.Mono) with which the
+	// Log notes when each entry was first stored in this replica's Raft log
+	// (StoredAt). nil: no store times are kept.
+	Mono func() time.Duration
 	// Knobs re-introduce old behaviour for the simulator (see package
 	// internal/knobs). nil, the only value code outside this module can set, means
 	// production behaviour. Every replica of a cluster must use the same knobs.
@@ -112,6 +116,7 @@ type Log struct {
 	snaps raft.SnapshotStore
 	// raftFault is raft.db's write fault (Raft's own log and stable store writes).
 	raftFault *raftStoreFault
+	stored    *storeTimes // nil without Config.Mono
 	log       *slog.Logger
 	closed    atomic.Bool
 	nudger    nudger
@@ -204,7 +209,13 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 	}
 	rc.NoSnapshotRestoreOnStart = stateCoversSnapshot(fsm, snaps)
 	rf := &raftStoreFault{onChange: func() { fsm.notify.publish(nil) }}
-	logs, err := raft.NewLogCache(512, snapPrevLogs{LogStore: faultLogStore{LogStore: stages.LogStore{LogStore: sealedLogs, Who: fsm.who}, f: rf}, snaps: snaps})
+	stored := newStoreTimes(cfg.Mono)
+	fsm.stored = stored
+	var timed raft.LogStore = faultLogStore{LogStore: stages.LogStore{LogStore: sealedLogs, Who: fsm.who}, f: rf}
+	if stored != nil {
+		timed = timedLogStore{LogStore: timed, t: stored}
+	}
+	logs, err := raft.NewLogCache(512, snapPrevLogs{LogStore: timed, snaps: snaps})
 	if err != nil {
 		store.Close()
 		fsm.Close()
@@ -216,7 +227,7 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 		fsm.Close()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	l := &Log{cfg: cfg, fsm: fsm, raft: r, store: store, snaps: snaps, raftFault: rf,
+	l := &Log{cfg: cfg, fsm: fsm, raft: r, store: store, snaps: snaps, raftFault: rf, stored: stored,
 		log: cfg.Logger.With("component", "intentlog"), done: make(chan struct{})}
 	go l.monitorHalt()
 	if last, err := store.LastIndex(); err == nil && last > 0 {
@@ -457,6 +468,14 @@ func (l *Log) Leader() (raft.ServerAddress, raft.ServerID) { return l.raft.Leade
 
 // View returns the locally applied hot state. It never blocks and never waits on Raft.
 func (l *Log) View() View { return l.fsm.View() }
+
+// StoredAt returns the reading of Config.Mono taken when this replica began writing
+// log entry index to its Raft log, if it remembers one: only entries stored by this
+// process, among the last few thousand indexes, and not replaced since (a deleted
+// range, a restored snapshot). An entry's store time is after its proposal (it cannot
+// be stored anywhere before it was proposed) and before its apply here. It never
+// blocks on Raft.
+func (l *Log) StoredAt(index uint64) (time.Duration, bool) { return l.stored.get(index) }
 
 // Genesis returns the chain identity stored in the replicated state, if a genesis was
 // applied. It reads local state; it does not wait on Raft.

@@ -198,6 +198,12 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		}
 	}
 	rc = io.NopCloser(br)
+	// The restored state's records come from entries this replica may never have
+	// stored, or stored as other entries since replaced: no store time may vouch for
+	// them (Log.StoredAt). Forgotten before the state changes (and only when it does:
+	// a stale snapshot, above, changes nothing), so that no reader sees the new state
+	// with an old time.
+	f.stored.clear()
 	tmp := f.path + ".restore"
 	if err := removeIfExists(tmp); err != nil {
 		return fmt.Errorf("restore: %w", err)

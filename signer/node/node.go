@@ -325,7 +325,7 @@ func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err er
 	go fenced.run(n.ctx)
 	n.log, err = intentlog.Open(intentlog.Config{Dir: cfg.DataDir, LocalID: raft.ServerID(parts.ID),
 		Verify: signer.Verifier(""), Logger: n.logger, Raft: withRaftLogger(cfg.Raft, newRaftLogger(n.logger, cfg.RaftLogLevel)), Knobs: cfg.intentlogKnobs(),
-		OnTerm: n.fence.sawTerm}, fenced)
+		OnTerm: n.fence.sawTerm, Mono: cfg.Clock.Mono}, fenced)
 	if err != nil {
 		return nil, fmt.Errorf("intent log: %w", err)
 	}

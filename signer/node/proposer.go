@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -30,12 +31,17 @@ var (
 	_ election.Syncer        = (*proposer)(nil)
 	_ election.Watcher       = (*proposer)(nil)
 	_ election.AppliedWaiter = (*proposer)(nil)
+	_ election.StoreTimer    = (*proposer)(nil)
 	_ signer.ChainLog        = (*proposer)(nil)
 )
 
 func (p *proposer) View() intentlog.View { return p.log.View() }
 
 func (p *proposer) Watch() <-chan struct{} { return p.log.Watch() }
+
+// StoredAt is when the local replica stored log entry index, on the node's clock
+// (intentlog.Config.Mono): the lease counts a record from there.
+func (p *proposer) StoredAt(index uint64) (time.Duration, bool) { return p.log.StoredAt(index) }
 
 func (p *proposer) Pending(maxCount int, maxBytes int64) ([]intentlog.Intent, error) {
 	return p.log.Pending(maxCount, maxBytes)

@@ -49,7 +49,12 @@ type checker struct {
 	acks   map[string]uint64
 	gaveup []string
 	// leases
-	firstSeen   map[recKey]time.Duration
+	firstSeen map[recKey]time.Duration
+	// proposedAt: when a record's entry was first proposed (a lease entry's
+	// BeforePropose): the record's age is counted from there, since a standby counts
+	// it from when its replica stored the entry (election.StoreTimer), which may come
+	// long before any replica applies it (a leader that died before the commit).
+	proposedAt  map[recKey]time.Duration
 	epochHolder map[uint64]string
 	histIndex   uint64
 	histEpoch   uint64
@@ -104,7 +109,7 @@ func newChecker(w *world) *checker {
 		links = atproto.NewLinks()
 	}
 	return &checker{w: w, ver: ver, links: links, opSeq: map[string]uint64{}, scanned: map[int][2]int{}, acks: map[string]uint64{},
-		firstSeen: map[recKey]time.Duration{}, epochHolder: map[uint64]string{}, steals: map[uint64]bool{},
+		firstSeen: map[recKey]time.Duration{}, proposedAt: map[recKey]time.Duration{}, epochHolder: map[uint64]string{}, steals: map[uint64]bool{},
 		open: map[int]*holdIv{}, paused: map[int]bool{}, lost: map[[2]uint64]bool{}, failover: -1}
 }
 
@@ -214,6 +219,16 @@ func (c *checker) leaseSeen(dev int, l intentlog.Lease, lastEpoch *uint64) {
 	if ok && h != l.Holder {
 		w.violation(VEpochReuse, dev, "epoch %d held by dev%d and by dev%d", l.Epoch, w.devOf(h), w.devOf(l.Holder))
 	}
+}
+
+// leaseProposed notes that the lease record k was proposed now (the first time only).
+func (c *checker) leaseProposed(k recKey) {
+	now := c.w.ev.now()
+	c.mu.Lock()
+	if _, ok := c.proposedAt[k]; !ok {
+		c.proposedAt[k] = now
+	}
+	c.mu.Unlock()
 }
 
 // checkHold notes a hold of device d (from Lease.Tenure) and checks it against the
@@ -446,6 +461,9 @@ func (c *checker) scanHistory() {
 				return
 			}
 			tr, okR := c.firstSeen[recKey{prev.Holder, prev.Epoch, prev.TS}]
+			if tp, okP := c.proposedAt[recKey{prev.Holder, prev.Epoch, prev.TS}]; okP && okR && tp < tr {
+				tr = tp // its age counts from its proposal: standbys may count from their store
+			}
 			least := time.Duration(0.9 * float64(w.cfg.TTL))
 			switch {
 			case !okC:
@@ -453,7 +471,7 @@ func (c *checker) scanHistory() {
 				found = append(found, fmt.Sprintf("dev%d's claim of epoch %d replaced dev%d's record (%s epoch %d ts %d) that no replica ever showed",
 					w.devOf(ev.Holder), ev.Epoch, w.devOf(prev.Holder), prev.Event, prev.Epoch, prev.TS))
 			case tc-tr < least:
-				found = append(found, fmt.Sprintf("dev%d's claim of epoch %d (seen at %.3fs) replaced dev%d's record (%s epoch %d ts %d, first seen at %.3fs) after %v, less than 0.9 TTL: a live lease taken",
+				found = append(found, fmt.Sprintf("dev%d's claim of epoch %d (seen at %.3fs) replaced dev%d's record (%s epoch %d ts %d, proposed or first seen at %.3fs) after %v, less than 0.9 TTL: a live lease taken",
 					w.devOf(ev.Holder), ev.Epoch, tc.Seconds(), w.devOf(prev.Holder), prev.Event, prev.Epoch, prev.TS, tr.Seconds(), (tc-tr).Round(time.Millisecond)))
 			}
 		}

@@ -157,12 +157,15 @@ func (d *device) beforePropose(inc int, e any) {
 			kind = "steal"
 		}
 		ev.add(d.idx, "propose", "%s epoch=%d ts=%d", kind, e.Epoch, e.TS)
+		d.w.chk.leaseProposed(recKey{e.Holder, e.Epoch, e.TS})
 	case intentlog.RenewEntry:
 		ev.add(d.idx, "propose", "renew epoch=%d ts=%d", e.Epoch, e.TS)
+		d.w.chk.leaseProposed(recKey{e.Holder, e.Epoch, e.TS})
 	case intentlog.ReleaseEntry:
 		ev.add(d.idx, "propose", "release epoch=%d", e.Epoch)
 	case intentlog.TransferEntry:
 		ev.add(d.idx, "propose", "transfer epoch=%d to=dev%d", e.Epoch, d.w.devOf(e.To))
+		d.w.chk.leaseProposed(recKey{e.To, e.Epoch + 1, e.TS})
 	case intentlog.CommitEntry:
 		if c, err := signer.DecodeCommit(e.Raw); err == nil {
 			ev.add(d.idx, "propose", "commit seq=%d epoch=%d ops=%d", c.Seq, c.Epoch, len(c.Ops))
