@@ -116,7 +116,6 @@ type Log struct {
 	snaps raft.SnapshotStore
 	// raftFault is raft.db's write fault (Raft's own log and stable store writes).
 	raftFault *raftStoreFault
-	stored    *storeTimes // nil without Config.Mono
 	log       *slog.Logger
 	closed    atomic.Bool
 	nudger    nudger
@@ -209,11 +208,10 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 	}
 	rc.NoSnapshotRestoreOnStart = stateCoversSnapshot(fsm, snaps)
 	rf := &raftStoreFault{onChange: func() { fsm.notify.publish(nil) }}
-	stored := newStoreTimes(cfg.Mono)
-	fsm.stored = stored
+	fsm.stored = newStoreTimes(cfg.Mono)
 	var timed raft.LogStore = faultLogStore{LogStore: stages.LogStore{LogStore: sealedLogs, Who: fsm.who}, f: rf}
-	if stored != nil {
-		timed = timedLogStore{LogStore: timed, t: stored}
+	if fsm.stored != nil {
+		timed = timedLogStore{LogStore: timed, t: fsm.stored}
 	}
 	logs, err := raft.NewLogCache(512, snapPrevLogs{LogStore: timed, snaps: snaps})
 	if err != nil {
@@ -227,7 +225,7 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 		fsm.Close()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	l := &Log{cfg: cfg, fsm: fsm, raft: r, store: store, snaps: snaps, raftFault: rf, stored: stored,
+	l := &Log{cfg: cfg, fsm: fsm, raft: r, store: store, snaps: snaps, raftFault: rf,
 		log: cfg.Logger.With("component", "intentlog"), done: make(chan struct{})}
 	go l.monitorHalt()
 	if last, err := store.LastIndex(); err == nil && last > 0 {
@@ -475,7 +473,7 @@ func (l *Log) View() View { return l.fsm.View() }
 // range, a restored snapshot). An entry's store time is after its proposal (it cannot
 // be stored anywhere before it was proposed) and before its apply here. It never
 // blocks on Raft.
-func (l *Log) StoredAt(index uint64) (time.Duration, bool) { return l.stored.get(index) }
+func (l *Log) StoredAt(index uint64) (time.Duration, bool) { return l.fsm.stored.get(index) }
 
 // Genesis returns the chain identity stored in the replicated state, if a genesis was
 // applied. It reads local state; it does not wait on Raft.
