@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime/debug"
@@ -70,6 +71,10 @@ func defaultSeeds() int {
 	return 500
 }
 
+// failRunsEnv makes a worker fail each run as the testing package fails one in which
+// the race detector found a race (TestWorkerSaysWhyARunDidNotComplete).
+const failRunsEnv = "BATON_SIM_TEST_FAIL_RUNS"
+
 func TestMain(m *testing.M) {
 	flag.Parse()
 	// Workers (TestSim's, findsBug's, a harness child's) are this binary again, as
@@ -78,6 +83,13 @@ func TestMain(m *testing.M) {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), harnessEnv+"="+strings.Join(args, " "))
 		return cmd, nil
+	}
+	if _, ok := os.LookupEnv(failRunsEnv); ok {
+		workerRunHook = func(t *testing.T, seed int64) bool {
+			fmt.Fprintf(os.Stderr, "WARNING: DATA RACE (a stand-in, seed %d)\n", seed)
+			t.Fail()
+			return false
+		}
 	}
 	if args, ok := os.LookupEnv(harnessEnv); ok {
 		os.Exit(Main(context.Background(), strings.Fields(args), os.Stdout, os.Stderr))

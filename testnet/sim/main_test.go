@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,4 +72,36 @@ func TestSearchInProcess(t *testing.T) {
 		t.Fatalf("ran %d seeds, %v virtual:\n%s", sum.Seeds, sum.Virtual, sum)
 	}
 	t.Log(sum)
+}
+
+// TestWorkerSaysWhyARunDidNotComplete: a seed whose run the testing package failed
+// (in CI's -race run of 2026-12-03, for a data race it counted) comes back from its
+// worker with why, from the worker's stderr, and a config Run cannot set up says so.
+// Before, the report said only "the run did not complete": the parent dropped the
+// stderr of a worker that lived on.
+func TestWorkerSaysWhyARunDidNotComplete(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs child processes")
+	}
+	t.Setenv(failRunsEnv, "1")
+	sum := searchInWorkers(context.Background(), SearchOptions{Base: Config{}, First: 1, Seeds: 3, Parallel: 1})
+	for seed := int64(1); seed <= 3; seed++ {
+		res := sum.Results[seed]
+		if res == nil || len(res.Violations) != 1 {
+			t.Fatalf("seed %d: want one violation, got %+v", seed, res)
+		}
+		d := res.Violations[0].Detail
+		want := fmt.Sprintf("DATA RACE (a stand-in, seed %d)", seed)
+		if !strings.Contains(d, errNotComplete.Error()) || !strings.Contains(d, want) {
+			t.Errorf("seed %d: the report does not say why the run did not complete:\n%s", seed, d)
+		}
+		if strings.Count(d, "DATA RACE") != 1 {
+			t.Errorf("seed %d: the report carries another seed's stderr:\n%s", seed, d)
+		}
+	}
+	os.Unsetenv(failRunsEnv)
+	sum = searchInWorkers(context.Background(), SearchOptions{Base: Config{Devices: 7}, First: 1, Seeds: 1, Parallel: 1})
+	if res := sum.Results[1]; res == nil || len(res.Violations) != 1 || !strings.Contains(res.Violations[0].Detail, "could not be set up: sim: 7 devices, want 3 to 5") {
+		t.Errorf("a config Run cannot set up: %+v", res)
+	}
 }

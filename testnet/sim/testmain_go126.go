@@ -3,8 +3,10 @@
 package sim
 
 import (
+	"bufio"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"reflect"
@@ -35,11 +37,19 @@ func withT(f func(*testing.T)) error {
 	if err := flag.CommandLine.Parse([]string{"-test.run=^BatonSim$", "-test.timeout=0", "-test.count=1"}); err != nil {
 		return err
 	}
-	// M.Run prints PASS or FAIL on os.Stdout; baton sim prints its own verdict.
-	if null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
+	// The testing package writes on os.Stdout: a failed test's log (why a run did not
+	// complete: Run's setup error, a data race counted under -race) goes to stderr,
+	// M.Run's PASS or FAIL nowhere (baton sim prints its own verdict; a worker's
+	// stdout is its answers).
+	if r, w, err := os.Pipe(); err == nil {
 		saved := os.Stdout
-		os.Stdout = null
-		defer func() { os.Stdout = saved; null.Close() }()
+		os.Stdout = w
+		copied := make(chan struct{})
+		go func() {
+			defer close(copied)
+			copyTestLog(os.Stderr, r)
+		}()
+		defer func() { os.Stdout = saved; w.Close(); <-copied; r.Close() }()
 	}
 	if code := m.Run(); code != 0 {
 		return errors.New("sim: the test harness failed (see stderr)")
@@ -48,6 +58,19 @@ func withT(f func(*testing.T)) error {
 }
 
 var harnessUsed bool
+
+// copyTestLog copies the testing package's output from r to w but for the lines PASS
+// and FAIL.
+func copyTestLog(w io.Writer, r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if line := sc.Text(); line != "PASS" && line != "FAIL" {
+			fmt.Fprintln(w, line)
+		}
+	}
+	_, _ = io.Copy(io.Discard, r) // a longer line: keep the writer from blocking
+}
 
 // testDeps is the minimal implementation of testing's testDeps for Go 1.26: tests
 // run, nothing else (no profiles, no fuzzing, no coverage).

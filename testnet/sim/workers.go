@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // `baton sim` runs a search in worker processes (`baton sim --worker`), each running
@@ -118,9 +119,24 @@ func searchInWorkers(ctx context.Context, o SearchOptions) *SearchSummary {
 			}
 			return crashResult(cfg, err, tail)
 		}
+		if res.incomplete() {
+			// The worker lives on, but what ended the run (under -race: a data race
+			// the testing package counted) is on its stderr only.
+			res.Violations[0].Detail += "\n" + procs[i].seedStderr(cfg.Seed)
+		}
 		return res
 	})
 	return s
+}
+
+// errNotComplete is a worker's answer for a seed whose run ended without a Result:
+// the testing package failed it (under -race: a data race it counted; or Run's setup
+// failed). Why is on the worker's stderr.
+var errNotComplete = errors.New("the run did not complete")
+
+// incomplete reports whether r is a worker's errNotComplete answer.
+func (r *Result) incomplete() bool {
+	return len(r.Violations) == 1 && r.Violations[0].Kind == VPanic && r.Violations[0].Detail == errNotComplete.Error()
 }
 
 func crashResult(cfg Config, err error, tail string) *Result {
@@ -128,6 +144,11 @@ func crashResult(cfg Config, err error, tail string) *Result {
 	if tail != "" {
 		detail += "\n" + tail
 	}
+	return failedRun(cfg, detail)
+}
+
+// failedRun is the Result of a run that did not complete, for detail.
+func failedRun(cfg Config, detail string) *Result {
 	return &Result{Config: cfg, Violations: []Violation{{Kind: VPanic, Dev: -1, Detail: detail}},
 		Found: map[string]int{VPanic: 1}, Failover: -1}
 }
@@ -161,6 +182,7 @@ func startWorker(flags []string) (*workerProc, error) {
 }
 
 func (p *workerProc) run(seed int64) (*Result, error) {
+	p.stderr.reset() // what the worker prints from here on is this seed's
 	if _, err := fmt.Fprintf(p.in, "%d\n", seed); err != nil {
 		return nil, err
 	}
@@ -179,6 +201,25 @@ func (p *workerProc) run(seed int64) (*Result, error) {
 		return nil, fmt.Errorf("sim: a worker answered seed %d for seed %d", r.Config.Seed, seed)
 	}
 	return &r, nil
+}
+
+// seedStderr returns what the worker wrote on stderr while it ran seed, waiting (at
+// most 10 s) for the line it writes after its answer.
+func (p *workerProc) seedStderr(seed int64) string {
+	done := fmt.Sprintf("%s%d\n", seedDone, seed)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		s := p.stderr.String()
+		if before, _, ok := strings.Cut(s, done); ok {
+			if i := strings.LastIndex(before, seedDone); i >= 0 { // the seed before's line
+				_, before, _ = strings.Cut(before[i:], "\n")
+			}
+			return before
+		}
+		if time.Now().After(deadline) {
+			return s + "(the worker's stderr did not reach the end of the seed in 10s)"
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func (p *workerProc) close() {
@@ -203,11 +244,28 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+func (t *tailBuffer) reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = t.b[:0]
+}
+
 func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.b)
 }
+
+// seedDone starts the line a worker writes on stderr after its answer for a seed, so
+// that the parent knows when it has all the seed's stderr (a pipe of its own).
+const seedDone = "baton sim --worker: done with seed "
+
+// validConfig returns the error Run's setup would fail on with cfg.
+func validConfig(cfg Config) error { return cfg.setDefaults() }
+
+// workerRunHook, when set (by the package's tests), runs before each of a worker's
+// runs; false ends the run as the testing package ends one it failed.
+var workerRunHook func(t *testing.T, seed int64) bool
 
 // workerMain is `baton sim --worker`: run the seeds read from in, one at a time,
 // answering each with its Result as one JSON line (without the run's 4096 events: a
@@ -225,9 +283,18 @@ func workerMain(base Config, out string, in io.Reader, stdout, stderr io.Writer)
 			cfg := base
 			cfg.Seed = seed
 			var res *Result
-			t.Run(fmt.Sprint(seed), func(t *testing.T) { res = Run(t, cfg) })
+			if err := validConfig(cfg); err != nil {
+				res = failedRun(cfg, "the run could not be set up: "+err.Error())
+			} else {
+				t.Run(fmt.Sprint(seed), func(t *testing.T) {
+					if workerRunHook != nil && !workerRunHook(t, seed) {
+						return
+					}
+					res = Run(t, cfg)
+				})
+			}
 			if res == nil {
-				res = crashResult(cfg, errors.New("the run did not complete"), "")
+				res = failedRun(cfg, errNotComplete.Error())
 			}
 			if !res.OK() && out != "" {
 				if err := res.WriteFiles(out); err != nil {
@@ -239,6 +306,7 @@ func workerMain(base Config, out string, in io.Reader, stdout, stderr io.Writer)
 				fmt.Fprintf(stderr, "baton sim --worker: %v\n", err)
 				return
 			}
+			fmt.Fprintf(stderr, "%s%d\n", seedDone, seed) // what came before is this seed's
 		}
 	})
 	if err != nil {
