@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -144,5 +145,40 @@ func TestNewOverAnotherNetwork(t *testing.T) {
 	}
 	if _, err := nodes[0].Members(); err == nil {
 		t.Fatal("Members on a node without libp2p membership")
+	}
+}
+
+// TestHandlersWaitForStart: a network serves from the moment New builds it, before the
+// lease, the loop and the rest of the node exist. A call that arrives then waits until
+// the node is started, or fails at its deadline. Before, it ran at once, reading
+// fields New was still writing: under -race, the simulator's seed 215 (a device
+// restarting while another forwarded it a submission: Loop.Add read the lease
+// election.New was writing) failed the -race run of CI on 2026-12-03.
+func TestHandlersWaitForStart(t *testing.T) {
+	key := testutil.Key(t, 7)
+	_, trans := raft.NewInmemTransport("dev-a")
+	var during error
+	started := make(chan Handlers, 1)
+	net := func(r *raft.Raft, h Handlers) (Network, error) {
+		// A member's call while New is still assembling the node.
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		_, during = h.Call(ctx, "dev-b", []byte{callDigests})
+		started <- h
+		return &memEnd{net: &memNet{handlers: map[string]Handlers{}, rafts: map[string]*raft.Raft{"dev-a": r}}, id: "dev-a"}, nil
+	}
+	cfg := Config{DataDir: t.TempDir(), ChainKey: key, Bootstrap: true, TTL: nodeTTL, Tick: nodeTick,
+		Logger: testutil.Logger(t), Raft: testutil.FastRaft}
+	n, err := New(cfg, Parts{ID: "dev-a", Raft: trans, Net: net})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Kill() })
+	if !errors.Is(during, context.DeadlineExceeded) {
+		t.Fatalf("a call during New answered %v, want it to wait (context.DeadlineExceeded)", during)
+	}
+	h := <-started
+	if out, err := h.Call(context.Background(), "dev-b", []byte{callDigests}); err != nil || len(out) == 0 {
+		t.Fatalf("a call once started: %q %v", out, err)
 	}
 }

@@ -135,6 +135,9 @@ type Node struct {
 	loopDone chan struct{}
 
 	killed atomic.Bool // Kill: nothing more leaves this node
+	// started is closed when run starts: the network serves from the moment it
+	// exists, in assemble, but the handlers wait for it (afterStart).
+	started chan struct{}
 	// identityErr is set when the applied genesis disagrees with this device;
 	// divergence when its state differs from the others' (see Health).
 	identityErr  atomic.Pointer[error]
@@ -299,7 +302,7 @@ func New(cfg Config, parts Parts) (*Node, error) {
 // run starts them. closeFirst, if set, is closed first on failure and on Kill.
 func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err error) {
 	n := &Node{cfg: cfg, id: parts.ID, logger: cfg.Logger.With("node", shortID(parts.ID)), loopDone: make(chan struct{}),
-		closeNet: closeFirst, ops: newOpsState()}
+		closeNet: closeFirst, ops: newOpsState(), started: make(chan struct{})}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	// Until run starts the loop, stopping it means only marking it done.
 	n.loopStop = func() { close(n.loopDone) }
@@ -333,7 +336,7 @@ func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err er
 	// Raft runs, but gets no message before the fence is decided.
 	n.fence.decide(cfg.DataDir, n.log.Raft().LastIndex(), n.log.Raft().CurrentTerm())
 	fenced.release()
-	n.net, err = parts.Net(n.log.Raft(), Handlers{Apply: n.applyOnLeader, Barrier: n.barrierOnLeader, Call: n.handleCall})
+	n.net, err = parts.Net(n.log.Raft(), n.afterStart(Handlers{Apply: n.applyOnLeader, Barrier: n.barrierOnLeader, Call: n.handleCall}))
 	if err != nil {
 		return nil, fmt.Errorf("network: %w", err)
 	}
@@ -363,6 +366,7 @@ func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err er
 // genesis keeper and the signer loop. bootstrapped: this device just bootstrapped a
 // new cluster (it writes the genesis).
 func (n *Node) run(bootstrapped bool) {
+	close(n.started) // the handlers may run: every part is built
 	n.wg.Add(4)
 	go func() {
 		defer n.wg.Done()
@@ -404,6 +408,45 @@ func (n *Node) run(bootstrapped bool) {
 			n.logger.Warn("signer loop stopped", "err", err)
 		}
 	}()
+}
+
+// afterStart returns h with every handler waiting until the node is started (run),
+// or failing with ErrStopped if it stops first. The network serves from the moment
+// assemble builds it, before the lease, the loop and the rest exist: a member's call
+// that arrived then read them as they were written (the simulator's seed 215 under
+// -race: a forwarded submission's Loop.Add read the lease election.New was writing,
+// on a device restarting).
+func (n *Node) afterStart(h Handlers) Handlers {
+	wait := func(ctx context.Context) error {
+		select {
+		case <-n.started:
+			return nil
+		case <-n.ctx.Done():
+			return ErrStopped
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return Handlers{
+		Apply: func(ctx context.Context, entry []byte) ([]byte, error) {
+			if err := wait(ctx); err != nil {
+				return nil, err
+			}
+			return h.Apply(ctx, entry)
+		},
+		Barrier: func(ctx context.Context) (uint64, error) {
+			if err := wait(ctx); err != nil {
+				return 0, err
+			}
+			return h.Barrier(ctx)
+		},
+		Call: func(ctx context.Context, from string, payload []byte) ([]byte, error) {
+			if err := wait(ctx); err != nil {
+				return nil, err
+			}
+			return h.Call(ctx, from, payload)
+		},
+	}
 }
 
 // clusterNet is transport.Cluster as a Network.
