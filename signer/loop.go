@@ -97,6 +97,12 @@ type LoopConfig struct {
 	Log   ChainLog  // the intent log
 	// Clock defaults to election.SystemClock().
 	Clock Clock
+	// RevClock, if set, is the time an atproto commit's rev is taken from (the
+	// node's: the cluster's clock, so that one fast device does not sign revs a
+	// relay refuses as in the future); false while it is not known (the loop then
+	// signs no atproto commit, and tries again at the next tick). Defaults to
+	// Clock.Now.
+	RevClock func() (time.Time, bool)
 	// Tick is the lease tick (RenewOrClaim). Optional, defaults to DefaultTick. The
 	// loop also wakes at the lease policy's next deadline when earlier.
 	Tick time.Duration

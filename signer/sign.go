@@ -217,6 +217,8 @@ type signer struct {
 	answered  chan struct{}
 	bumped    bool          // the loop moved to a next epoch once
 	lastBump  time.Duration // mono of that move
+	// revClockWait: the loop said it waits for the cluster's clock (errNoRevClock).
+	revClockWait bool
 }
 
 func (l *Loop) signLoop(ctx context.Context) {
@@ -390,6 +392,14 @@ func (l *Loop) step(ctx context.Context, s *signer) stepResult {
 	stages.Mark(stages.SignStart, 0, 0, 0)
 	raw, err := l.signCommit(v, cm) // sign_format.go: the chain's format
 	stages.Mark(stages.Signed, 0, 0, 0)
+	if errors.Is(err, errNoRevClock) {
+		l.requeue(c.carried)
+		if !s.revClockWait {
+			s.revClockWait = true
+			l.log.Info("the holder waits for the cluster's clock before it signs", "seq", c.seq, "epoch", epoch)
+		}
+		return stepRetry
+	}
 	if err != nil {
 		l.requeue(c.carried)
 		l.count(func(st *LoopStats) { st.SignErrors++ })

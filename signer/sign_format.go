@@ -83,6 +83,12 @@ func (l *Loop) signAtproto(v intentlog.View, cm chain.Commit) ([]byte, error) {
 		wantCommit = atproto.CIDOf(e.Block)
 	}
 	now := l.cfg.Clock.Now()
+	if k := l.knobs(); l.cfg.RevClock != nil && !k.UnboundedRev && !k.OwnRevClock {
+		var ok bool
+		if now, ok = l.cfg.RevClock(); !ok {
+			return nil, errNoRevClock
+		}
+	}
 	bound := now
 	if v.LogTime > 0 && !l.knobs().UnboundedRev {
 		bound = time.UnixMilli(v.LogTime).Add(MaxRevAhead)
@@ -109,6 +115,10 @@ func (l *Loop) signAtproto(v intentlog.View, cm chain.Commit) ([]byte, error) {
 	})
 	return raw, err
 }
+
+// errNoRevClock: the rev clock (LoopConfig.RevClock) is not known yet; sign at the
+// next tick.
+var errNoRevClock = errors.New("atproto: the cluster's clock is not measured yet (a majority of the voters' clocks): the rev waits for it")
 
 var errRepoMoved = errors.New("atproto: the applied repository is not the applied head's (the state moved while reading): retry")
 

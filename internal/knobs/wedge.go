@@ -13,8 +13,14 @@ type Signer struct {
 	// answer's head count as refused instead of being settled from the local chain
 	// (the false divergence alarm of issue 19.5).
 	TrustRefusal bool
-	// UnboundedRev takes an atproto commit's rev from the holder's clock however far
-	// ahead of the replicated log time it is (no signer.MaxRevAhead bound): a clock
-	// that jumped forward signs revs a relay refuses.
+	// UnboundedRev takes an atproto commit's rev from the holder's own clock however
+	// far ahead of the replicated log time it is (neither the cluster's clock nor the
+	// signer.MaxRevAhead bound): a clock that jumped forward signs revs a relay
+	// refuses.
 	UnboundedRev bool
+	// OwnRevClock takes an atproto commit's rev from the holder's own clock, bounded
+	// by log time + signer.MaxRevAhead, not from the cluster's (the rule before issue
+	// 22's future_rev fix): a founder minutes fast starts log time there, and a holder
+	// as fast signs revs a relay refuses.
+	OwnRevClock bool
 }

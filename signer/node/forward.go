@@ -155,6 +155,9 @@ func (n *Node) handleCall(ctx context.Context, from string, payload []byte) ([]b
 	if len(payload) == 1 && payload[0] == callDigests {
 		return n.handleDigests()
 	}
+	if len(payload) == 1 && payload[0] == callClock {
+		return n.handleClock()
+	}
 	if len(payload) > 0 && (payload[0] == callRelease || payload[0] == callTransfer) {
 		return n.handleHandover(ctx, from, payload[0], payload[1:])
 	}

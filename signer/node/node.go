@@ -135,6 +135,7 @@ type Node struct {
 	loopDone chan struct{}
 
 	killed atomic.Bool // Kill: nothing more leaves this node
+	clocks peerClocks  // the members' clocks measured (peerclock.go)
 	// started is closed when run starts: the network serves from the moment it
 	// exists, in assemble, but the handlers wait for it (afterStart).
 	started chan struct{}
@@ -349,11 +350,12 @@ func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err er
 	if err != nil {
 		return nil, fmt.Errorf("lease: %w", err)
 	}
+	n.clocks.kick = make(chan struct{}, 1)
 	n.metrics = newMetrics(n)
 	n.batch = newBatcher(n)
 	if cfg.ChainKey != nil {
 		n.loop, err = signer.NewLoop(signer.LoopConfig{Self: parts.ID, Key: cfg.ChainKey, Lease: n.lease,
-			Log: n.prop, Clock: cfg.Clock, Tick: cfg.Tick, Logger: n.logger,
+			Log: n.prop, Clock: cfg.Clock, RevClock: n.clusterNow, Tick: cfg.Tick, Logger: n.logger,
 			Healthy: n.Health, Diverged: n.diverge, Knobs: cfg.signerKnobs()})
 		if err != nil {
 			return nil, err
@@ -396,6 +398,13 @@ func (n *Node) run(bootstrapped bool) {
 		defer n.wg.Done()
 		n.keepFence()
 	}()
+	if n.signsAtproto() {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.keepProbingClocks()
+		}()
+	}
 	loopCtx, loopStop := context.WithCancel(context.Background())
 	n.loopStop = loopStop
 	go func() {

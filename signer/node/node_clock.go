@@ -28,6 +28,22 @@ type ClockState struct {
 	// grows, never shrinks).
 	LogTime        int64  `json:"log_time"`
 	LogTimeClamped uint64 `json:"log_time_clamped"`
+	// Cluster is the cluster clock an atproto chain's revs are taken from
+	// (peerclock.go), on a device with an atproto chain key; nil elsewhere.
+	Cluster *ClusterClock `json:"cluster,omitempty"`
+}
+
+// ClusterClock is what a device measured of the voters' clocks.
+type ClusterClock struct {
+	// Known: a majority of the voters measured (this device included); until then
+	// the holder signs no atproto commit.
+	Known bool `json:"known"`
+	// OffsetMs is the cluster clock minus this device's wall clock (ms): negative
+	// when this device's clock is ahead of the cluster's.
+	OffsetMs int64 `json:"offset_ms"`
+	// Measured counts the other voters whose clocks count (measured within a
+	// minute).
+	Measured int `json:"measured"`
 }
 
 func clockState(v intentlog.View, es election.Stats, now time.Time) ClockState {

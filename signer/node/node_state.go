@@ -162,6 +162,9 @@ func (n *Node) State() State {
 	st.SkewReports = es.SkewSuspicions
 	st.SuspectedSkew = d.SuspectedSkew
 	st.Clock = clockState(v, es, n.cfg.Clock.Now())
+	if n.signsAtproto() {
+		st.Clock.Cluster = n.clusterClock()
+	}
 	st.SuspectedSkew = st.SuspectedSkew || st.Clock.Suspect
 	if n.loop != nil {
 		ls := n.loop.Stats()

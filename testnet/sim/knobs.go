@@ -33,8 +33,11 @@ type Knobs struct {
 	ResignRefused  bool
 	TrustRefusal   bool
 	// UnboundedRev: internal/knobs.Signer's (atproto runs: revs from the holder's
-	// clock without the MaxRevAhead bound; format.go).
+	// own clock, unbounded; format.go).
 	UnboundedRev bool
+	// OwnRevClock: internal/knobs.Signer's (atproto runs: revs from the holder's own
+	// clock bounded by log time, not from the cluster's; format.go).
+	OwnRevClock bool
 	// UnboundedLogTime: one entry moves log time to its timestamp however far ahead,
 	// and holders stamp with their wall clocks however far they stepped (issue 19
 	// item 2: a clock days fast makes the dedupe window forget acknowledged IDs, and

@@ -6,11 +6,11 @@ import (
 )
 
 // The signer loop's knobs (issue 19), by their names in a knob list.
-var signerKnobList = []string{"skip-validation", "resign-refused", "trust-refusal", "unbounded-rev"}
+var signerKnobList = []string{"skip-validation", "resign-refused", "trust-refusal", "unbounded-rev", "own-rev-clock"}
 
 func (k Knobs) signerKnobNames() []string {
 	var out []string
-	for i, on := range []bool{k.SkipValidation, k.ResignRefused, k.TrustRefusal, k.UnboundedRev} {
+	for i, on := range []bool{k.SkipValidation, k.ResignRefused, k.TrustRefusal, k.UnboundedRev, k.OwnRevClock} {
 		if on {
 			out = append(out, signerKnobList[i])
 		}
@@ -28,6 +28,8 @@ func (k *Knobs) setSignerKnob(name string) bool {
 		k.TrustRefusal = true
 	case "unbounded-rev":
 		k.UnboundedRev = true
+	case "own-rev-clock":
+		k.OwnRevClock = true
 	default:
 		return false
 	}
@@ -35,9 +37,9 @@ func (k *Knobs) setSignerKnob(name string) bool {
 }
 
 func applySignerKnobs(k Knobs, cfg *node.Config) {
-	if !k.SkipValidation && !k.ResignRefused && !k.TrustRefusal && !k.UnboundedRev {
+	if !k.SkipValidation && !k.ResignRefused && !k.TrustRefusal && !k.UnboundedRev && !k.OwnRevClock {
 		return
 	}
 	cfg.Knobs.Signer = &knobs.Signer{SkipValidation: k.SkipValidation, ResignRefused: k.ResignRefused, TrustRefusal: k.TrustRefusal,
-		UnboundedRev: k.UnboundedRev}
+		UnboundedRev: k.UnboundedRev, OwnRevClock: k.OwnRevClock}
 }

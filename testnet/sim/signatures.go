@@ -41,6 +41,7 @@ type signedCommit struct {
 	digest [32]byte // SHA-256 of the signed bytes (the commit without sig)
 	at     time.Duration
 	rev    string // an atproto repository commit's rev (format.go)
+	fast   int    // devices whose clocks ran more than fastClock ahead when it was signed
 }
 
 // signatures is the record of every signature, checked as it is made: never two

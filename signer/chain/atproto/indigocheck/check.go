@@ -38,6 +38,19 @@ type Result struct {
 	Records map[string][]byte // path -> record, read back through indigo from the CAR
 }
 
+// FutureRev is the relay's rev-in-the-future check: an error (ErrFutureRev) when rev
+// is more than MaxFuture past now, the relay's clock.
+func FutureRev(rev string, now time.Time) error {
+	tid, err := syntax.ParseTID(rev)
+	if err != nil {
+		return fmt.Errorf("rev: %w", err)
+	}
+	if tid.Time().After(now.Add(MaxFuture)) {
+		return fmt.Errorf("rev %s is %v in the future: %w", rev, tid.Time().Sub(now), ErrFutureRev)
+	}
+	return nil
+}
+
 // Chain checks raws (seq 1 first) of the chain chainDID as described in the package
 // comment; now is the relay's clock for the future-rev check.
 func Chain(ctx context.Context, raws [][]byte, chainDID string, now time.Time) (Result, error) {
@@ -57,12 +70,8 @@ func Chain(ctx context.Context, raws [][]byte, chainDID string, now time.Time) (
 		if prev.Rev != "" && st.Head.Rev <= prev.Rev {
 			return res, fmt.Errorf("seq %d: rev %s is not after %s", seq, st.Head.Rev, prev.Rev)
 		}
-		tid, err := syntax.ParseTID(st.Head.Rev)
-		if err != nil {
-			return res, fmt.Errorf("seq %d: rev: %w", seq, err)
-		}
-		if tid.Time().After(now.Add(MaxFuture)) {
-			return res, fmt.Errorf("seq %d: rev %s is %v in the future: %w", seq, st.Head.Rev, tid.Time().Sub(now), ErrFutureRev)
+		if err := FutureRev(st.Head.Rev, now); err != nil {
+			return res, fmt.Errorf("seq %d: %w", seq, err)
 		}
 		ev, err := atproto.NewEvent(prev, st)
 		if err != nil {
