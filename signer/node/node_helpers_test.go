@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -72,4 +73,27 @@ func opIDs(t testing.TB, raws [][]byte) []string {
 		}
 	}
 	return ids
+}
+
+// joinTwo starts devices "b" and "c" under root joining founder (which leads) and
+// waits until all three see three members; it returns the three, founder first.
+func joinTwo(t testing.TB, root string, psk pnet.PSK, key chain.Key, founder *Node) []*Node {
+	t.Helper()
+	token := []byte("join-token-0123456789")
+	founder.AllowJoins(token, time.Now().Add(time.Minute), 2)
+	nodes := []*Node{founder}
+	for _, name := range []string{"b", "c"} {
+		cfg := nodeConfig(t, filepath.Join(root, name), psk, key)
+		cfg.Join = &JoinConfig{Seeds: founder.Addrs(), Token: token}
+		nodes = append(nodes, startNode(t, cfg))
+	}
+	testutil.WaitFor(t, 10*time.Second, "three members everywhere", func() bool {
+		for _, n := range nodes {
+			if n.State().Members != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	return nodes
 }

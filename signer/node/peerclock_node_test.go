@@ -40,22 +40,7 @@ func TestNodeAtprotoRevFollowsTheClusterClock(t *testing.T) {
 	cfg.Clock = skewedClock{election.SystemClock(), fast}
 	founder := startNode(t, cfg)
 	testutil.WaitFor(t, 10*time.Second, "the founder leads", func() bool { return founder.State().Raft.Role == "Leader" })
-	token := []byte("join-token-0123456789")
-	founder.AllowJoins(token, time.Now().Add(time.Minute), 2)
-	nodes := []*Node{founder}
-	for _, name := range []string{"b", "c"} {
-		cfg := nodeConfig(t, filepath.Join(root, name), psk, key)
-		cfg.Join = &JoinConfig{Seeds: founder.Addrs(), Token: token}
-		nodes = append(nodes, startNode(t, cfg))
-	}
-	testutil.WaitFor(t, 10*time.Second, "three members everywhere", func() bool {
-		for _, n := range nodes {
-			if n.State().Members != 3 {
-				return false
-			}
-		}
-		return true
-	})
+	nodes := joinTwo(t, root, psk, key, founder)
 	testutil.WaitFor(t, 10*time.Second, "the founder holds", func() bool { return holderOf(nodes...) == founder })
 	if lt := time.UnixMilli(founder.log.View().LogTime); time.Until(lt) < fast-time.Minute {
 		t.Fatalf("log time %v is not the founder's fast clock: the test does not test the case", lt)

@@ -20,23 +20,9 @@ func TestPeersFollowerToFollower(t *testing.T) {
 	root := t.TempDir()
 	cfg := nodeConfig(t, filepath.Join(root, "a"), psk, key)
 	cfg.Bootstrap = true
-	nodes := []*Node{startNode(t, cfg)}
-	testutil.WaitFor(t, 10*time.Second, "first node leads", func() bool { return nodes[0].State().Raft.Role == "Leader" })
-	token := []byte("join-token-0123456789")
-	nodes[0].AllowJoins(token, time.Now().Add(time.Minute), 2)
-	for _, d := range []string{"b", "c"} {
-		cfg := nodeConfig(t, filepath.Join(root, d), psk, key)
-		cfg.Join = &JoinConfig{Seeds: nodes[0].Addrs(), Token: token}
-		nodes = append(nodes, startNode(t, cfg))
-	}
-	testutil.WaitFor(t, 10*time.Second, "three members everywhere", func() bool {
-		for _, n := range nodes {
-			if n.State().Members != 3 {
-				return false
-			}
-		}
-		return true
-	})
+	first := startNode(t, cfg)
+	testutil.WaitFor(t, 10*time.Second, "first node leads", func() bool { return first.State().Raft.Role == "Leader" })
+	nodes := joinTwo(t, root, psk, key, first)
 	var fs []*Node
 	for _, n := range nodes {
 		if n.State().Raft.Role != "Leader" {
