@@ -65,8 +65,9 @@ type SearchSummary struct {
 	Failovers []time.Duration   // the probe's failover of each seed
 	// RaftFutureLeaks sums Result.RaftFutureLeaks; RaftLeakSeeds names the first
 	// seeds that had one.
-	RaftFutureLeaks int
-	RaftLeakSeeds   []int64
+	RaftFutureLeaks   int
+	RaftTransferLeaks int // sums Result.RaftTransferLeaks
+	RaftLeakSeeds     []int64
 }
 
 // PerMinute is the search's rate.
@@ -90,9 +91,9 @@ func (s *SearchSummary) String() string {
 		fmt.Fprintf(&b, "failover after the faults (probe signed): median %v, p99 %v, max %v\n",
 			fo[len(fo)/2].Round(time.Millisecond), fo[len(fo)*99/100].Round(time.Millisecond), fo[len(fo)-1].Round(time.Millisecond))
 	}
-	if s.RaftFutureLeaks > 0 {
-		fmt.Fprintf(&b, "not violations: %d goroutines left waiting on a hashicorp/raft future after Shutdown (hashicorp/raft#498), seeds %v\n",
-			s.RaftFutureLeaks, s.RaftLeakSeeds)
+	if s.RaftFutureLeaks > 0 || s.RaftTransferLeaks > 0 {
+		fmt.Fprintf(&b, "not violations: %d goroutines left waiting on a hashicorp/raft future after Shutdown (hashicorp/raft#498), %d of a stuck leadership transfer (hashicorp/raft#696), seeds %v\n",
+			s.RaftFutureLeaks, s.RaftTransferLeaks, s.RaftLeakSeeds)
 	}
 	if len(s.Found) == 0 {
 		b.WriteString("violations: none\n")
@@ -247,8 +248,9 @@ func (s *SearchSummary) add(r *Result) {
 	if r.Failover >= 0 {
 		s.Failovers = append(s.Failovers, r.Failover)
 	}
-	if r.RaftFutureLeaks > 0 {
+	if r.RaftFutureLeaks > 0 || r.RaftTransferLeaks > 0 {
 		s.RaftFutureLeaks += r.RaftFutureLeaks
+		s.RaftTransferLeaks += r.RaftTransferLeaks
 		if len(s.RaftLeakSeeds) < 20 {
 			s.RaftLeakSeeds = append(s.RaftLeakSeeds, r.Config.Seed)
 			slices.Sort(s.RaftLeakSeeds)
