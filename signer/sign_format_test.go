@@ -11,6 +11,7 @@ import (
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/internal/knobs"
 	"github.com/batonhq/baton/signer/chain"
 	"github.com/batonhq/baton/signer/chain/atproto"
 	"github.com/batonhq/baton/signer/chain/atproto/indigocheck"
@@ -117,6 +118,20 @@ func TestLoopSignsAtproto(t *testing.T) {
 	if _, err := indigocheck.Chain(context.Background(), raws, k.DID(), clk.Now().Add(2*time.Hour)); err != nil {
 		t.Fatalf("indigo: %v", err)
 	}
+	// The cluster's clock not known yet (RevClock false): nothing is signed, the loop
+	// tries again (errNoRevClock); the knob own-rev-clock takes the holder's own clock.
+	l.cfg.RevClock = func() (time.Time, bool) { return time.Time{}, false }
+	vw := r.f.View()
+	cmw := chain.Commit{Seq: vw.Head.Seq + 1, Epoch: 1, Signer: "peerA", Prev: append([]byte(nil), vw.Head.Hash[:]...),
+		Ops: Ops([]intentlog.Intent{{ID: "w1", Op: intentlog.OpPut, Path: "app.bsky.feed.post/3l3qo2vut0005", Value: post(t, "w1")}})}
+	if raw, err := l.signCommit(vw, cmw); !errors.Is(err, errNoRevClock) || raw != nil {
+		t.Fatalf("signing with the cluster's clock unknown: %d bytes, %v", len(raw), err)
+	}
+	l.cfg.Knobs = &knobs.Signer{OwnRevClock: true}
+	if _, err := l.signCommit(vw, cmw); err != nil {
+		t.Fatalf("the knob own-rev-clock with the cluster's clock unknown: %v", err)
+	}
+	l.cfg.RevClock, l.cfg.Knobs = nil, nil
 	// A repository read that is not the applied head's: nothing is signed.
 	v := r.f.View()
 	v.Head.Seq-- // as if the view were older than the repository

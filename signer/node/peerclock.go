@@ -55,7 +55,6 @@ func (n *Node) clockProbeEvery() time.Duration {
 type clockSample struct {
 	theirs time.Time     // the voter's wall clock as it answered
 	mid    time.Duration // this device's monotonic clock at mid-trip
-	rtt    time.Duration
 	at     time.Duration // this device's monotonic clock when the answer came
 }
 
@@ -101,7 +100,7 @@ func (n *Node) probeClocks(ctx context.Context) (others, answered int) {
 		}
 		rtt := m1 - m0
 		theirs := time.UnixMicro(int64(binary.BigEndian.Uint64(out)))
-		n.clocks.put(id, clockSample{theirs: theirs, mid: m0 + rtt/2, rtt: rtt, at: m1})
+		n.clocks.put(id, clockSample{theirs: theirs, mid: m0 + rtt/2, at: m1})
 		answered++
 	}
 	n.clocks.keep(members)
@@ -154,18 +153,7 @@ func (p *peerClocks) earliest(own time.Time, mono time.Duration) (time.Time, int
 // When it is not known it asks keepProbingClocks for a round at once: after a voter
 // joined, say, the holder waits one round trip, not a probe period.
 func (n *Node) clusterNow() (time.Time, bool) {
-	ms, err := n.log.Members()
-	if err != nil {
-		return time.Time{}, false
-	}
-	voters, self := 0, false
-	for _, m := range ms {
-		if m.Suffrage == raft.Voter {
-			voters++
-			self = self || string(m.ID) == n.id
-		}
-	}
-	t, ok := n.clocks.now(n.cfg.Clock.Now(), n.cfg.Clock.Mono(), voters, self)
+	t, _, ok := n.clusterTime(n.cfg.Clock.Now())
 	if !ok {
 		select {
 		case n.clocks.kick <- struct{}{}:
@@ -175,11 +163,27 @@ func (n *Node) clusterNow() (time.Time, bool) {
 	return t, ok
 }
 
-// clusterClock is the cluster clock for the state endpoint.
+// clusterTime is the cluster clock for this device's wall clock reading own, how many
+// other voters it counts, and whether it is known (a majority measured).
+func (n *Node) clusterTime(own time.Time) (time.Time, int, bool) {
+	ms, err := n.log.Members()
+	if err != nil {
+		return time.Time{}, 0, false
+	}
+	voters, self := 0, false
+	for _, m := range ms {
+		if m.Suffrage == raft.Voter {
+			voters++
+			self = self || string(m.ID) == n.id
+		}
+	}
+	return n.clocks.now(own, n.cfg.Clock.Mono(), voters, self)
+}
+
+// clusterClock is the cluster clock for the state endpoint (it asks for no probe).
 func (n *Node) clusterClock() *ClusterClock {
 	own := n.cfg.Clock.Now()
-	t, ok := n.clusterNow()
-	_, measured := n.clocks.earliest(own, n.cfg.Clock.Mono())
+	t, measured, ok := n.clusterTime(own)
 	c := &ClusterClock{Known: ok, Measured: measured}
 	if ok {
 		c.OffsetMs = t.Sub(own).Milliseconds()
@@ -187,17 +191,18 @@ func (n *Node) clusterClock() *ClusterClock {
 	return c
 }
 
-// now is clusterNow for this device's wall clock own at its monotonic time mono, with
-// voters voters in the configuration, this device one of them if self.
-func (p *peerClocks) now(own time.Time, mono time.Duration, voters int, self bool) (time.Time, bool) {
+// now is clusterTime at this device's monotonic time mono, with voters voters in the
+// configuration, this device one of them if self.
+func (p *peerClocks) now(own time.Time, mono time.Duration, voters int, self bool) (time.Time, int, bool) {
 	t, measured := p.earliest(own, mono)
+	counted := measured
 	if self {
-		measured++
+		counted++
 	}
-	if voters == 0 || measured < voters/2+1 {
-		return time.Time{}, false // too few voters measured
+	if voters == 0 || counted < majority(voters) {
+		return time.Time{}, measured, false // too few voters measured
 	}
-	return t, true
+	return t, measured, true
 }
 
 // signsAtproto reports whether this device may sign an atproto chain (it has the

@@ -115,6 +115,9 @@ func (n *Node) Peers() ([]PeerState, error) {
 	return out, nil
 }
 
+// majority is how many of voters make a quorum.
+func majority(voters int) int { return voters/2 + 1 }
+
 // quorum derives QuorumState from the peers and Raft's view of the leader.
 func (n *Node) quorum(peers []PeerState) QuorumState {
 	var q QuorumState
@@ -126,7 +129,7 @@ func (n *Node) quorum(peers []PeerState) QuorumState {
 			}
 		}
 	}
-	q.Needed = q.Voters/2 + 1
+	q.Needed = majority(q.Voters)
 	r := n.log.Raft()
 	hb, el := n.raftTimeouts()
 	_, lid := r.LeaderWithID()
