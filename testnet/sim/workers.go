@@ -260,9 +260,6 @@ func (t *tailBuffer) String() string {
 // that the parent knows when it has all the seed's stderr (a pipe of its own).
 const seedDone = "baton sim --worker: done with seed "
 
-// validConfig returns the error Run's setup would fail on with cfg.
-func validConfig(cfg Config) error { return cfg.setDefaults() }
-
 // workerRunHook, when set (by the package's tests), runs before each of a worker's
 // runs; false ends the run as the testing package ends one it failed.
 var workerRunHook func(t *testing.T, seed int64) bool
@@ -283,7 +280,8 @@ func workerMain(base Config, out string, in io.Reader, stdout, stderr io.Writer)
 			cfg := base
 			cfg.Seed = seed
 			var res *Result
-			if err := validConfig(cfg); err != nil {
+			check := cfg
+			if err := check.setDefaults(); err != nil { // Run's setup would fail its t with it
 				res = failedRun(cfg, "the run could not be set up: "+err.Error())
 			} else {
 				t.Run(fmt.Sprint(seed), func(t *testing.T) {
