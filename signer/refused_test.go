@@ -375,6 +375,7 @@ func falseAlarmCluster(t *testing.T, old bool) (*Loop, *clusterDev, *commitSpy, 
 		o.loop = func(d *clusterDev, cfg *LoopConfig) {
 			inner(d, cfg)
 			cfg.MaxBatchCount = 1 // one commit per intent
+			cfg.MaxInFlight = 8   // several in flight: a later one can apply before a resent copy
 			cfg.Diverged = func(error) { alarms.Add(1) }
 		}
 	})

@@ -223,9 +223,9 @@ func newLagCluster(t *testing.T, old bool) *lagCluster {
 		// (or while nobody answers it), cannot end its hold before the refusal.
 		cfg := Config{DataDir: t.TempDir(), ChainKey: lc.key, Bootstrap: true, TTL: 10 * nodeTTL, Tick: nodeTick,
 			Logger: testutil.Logger(t), Raft: testutil.FastRaft}
-		if old {
-			cfg.Knobs = &knobs.Node{Signer: &knobs.Signer{TrustRefusal: true}}
-		}
+		// Several commits in flight (the pipeline depth before issue 23): a later one
+		// can apply before the resent copy of an earlier one.
+		cfg.Knobs = &knobs.Node{Signer: &knobs.Signer{TrustRefusal: old, MaxInFlight: 8}}
 		n, err := New(cfg, Parts{ID: id, Raft: lc.lag[id], Servers: servers,
 			Net: func(r *raft.Raft, h Handlers) (Network, error) {
 				nw, err := lc.mn.part(id)(r, h)

@@ -26,10 +26,12 @@ const (
 )
 
 // refusedPerHold is the most commits one epoch may sign that never apply: those in
-// flight when the hold ends (signer.DefaultMaxInFlight), plus the one a refusal
-// stopped. A hold may add one such window per move to its next epoch that no defect
-// caused (checkRefusedPerHold).
-const refusedPerHold = signer.DefaultMaxInFlight + 1
+// flight when the hold ends (the pipeline depth: signer.DefaultMaxInFlight, or 8 with
+// the knob max-in-flight-8), plus the one a refusal stopped. A hold may add one such
+// window per move to its next epoch that no defect caused (checkRefusedPerHold).
+func (k Knobs) refusedPerHold() int {
+	return k.maxInFlight() + 1
+}
 
 // once reports whether the finding key is new (then it is reported).
 func (c *checker) once(kind string, dev, inc int) bool {
@@ -132,7 +134,7 @@ func (c *checker) checkRefusedPerHold() {
 			return
 		}
 		extra := max(0, moves-int(defects[holdDev]))
-		if bound := refusedPerHold * (1 + extra); n > bound {
+		if bound := c.w.cfg.Knobs.refusedPerHold() * (1 + extra); n > bound {
 			over = append(over, fmt.Sprintf("dev%d from epoch %d: %d (bound %d: %d moves to a next epoch, %d after defects)", holdDev, holdFrom, n, bound, moves, defects[holdDev]))
 		}
 	}
@@ -151,7 +153,7 @@ func (c *checker) checkRefusedPerHold() {
 	flush()
 	if len(over) > 0 {
 		sort.Strings(over)
-		c.w.violation(VRefusedBound, -1, "signed commits never applied above %d for one hold: %s", refusedPerHold, strings.Join(over, ", "))
+		c.w.violation(VRefusedBound, -1, "signed commits never applied above %d for one hold: %s", c.w.cfg.Knobs.refusedPerHold(), strings.Join(over, ", "))
 	}
 	// Two signed commits for one seq (one prev, as no fork exists), by cause: the
 	// same device under its next epoch (a bump after a refusal), or another device

@@ -38,6 +38,11 @@ type Knobs struct {
 	// OwnRevClock: internal/knobs.Signer's (atproto runs: revs from the holder's own
 	// clock bounded by log time, not from the cluster's; format.go).
 	OwnRevClock bool
+	// MaxInFlight8: internal/knobs.Signer's MaxInFlight 8, the signer's pipeline depth
+	// before issue 23 (8 commits in flight while the holder leads Raft). Not a bug: a
+	// deeper pipeline, which library users can still configure (signer.LoopConfig),
+	// whose resend and refusal paths a sweep should still cover.
+	MaxInFlight8 bool
 	// UnboundedLogTime: one entry moves log time to its timestamp however far ahead,
 	// and holders stamp with their wall clocks however far they stepped (issue 19
 	// item 2: a clock days fast makes the dedupe window forget acknowledged IDs, and

@@ -2,15 +2,16 @@ package sim
 
 import (
 	"github.com/batonhq/baton/internal/knobs"
+	"github.com/batonhq/baton/signer"
 	"github.com/batonhq/baton/signer/node"
 )
 
 // The signer loop's knobs (issue 19), by their names in a knob list.
-var signerKnobList = []string{"skip-validation", "resign-refused", "trust-refusal", "unbounded-rev", "own-rev-clock"}
+var signerKnobList = []string{"skip-validation", "resign-refused", "trust-refusal", "unbounded-rev", "own-rev-clock", "max-in-flight-8"}
 
 func (k Knobs) signerKnobNames() []string {
 	var out []string
-	for i, on := range []bool{k.SkipValidation, k.ResignRefused, k.TrustRefusal, k.UnboundedRev, k.OwnRevClock} {
+	for i, on := range []bool{k.SkipValidation, k.ResignRefused, k.TrustRefusal, k.UnboundedRev, k.OwnRevClock, k.MaxInFlight8} {
 		if on {
 			out = append(out, signerKnobList[i])
 		}
@@ -30,6 +31,8 @@ func (k *Knobs) setSignerKnob(name string) bool {
 		k.UnboundedRev = true
 	case "own-rev-clock":
 		k.OwnRevClock = true
+	case "max-in-flight-8":
+		k.MaxInFlight8 = true
 	default:
 		return false
 	}
@@ -37,9 +40,20 @@ func (k *Knobs) setSignerKnob(name string) bool {
 }
 
 func applySignerKnobs(k Knobs, cfg *node.Config) {
-	if !k.SkipValidation && !k.ResignRefused && !k.TrustRefusal && !k.UnboundedRev && !k.OwnRevClock {
+	if !k.SkipValidation && !k.ResignRefused && !k.TrustRefusal && !k.UnboundedRev && !k.OwnRevClock && !k.MaxInFlight8 {
 		return
 	}
 	cfg.Knobs.Signer = &knobs.Signer{SkipValidation: k.SkipValidation, ResignRefused: k.ResignRefused, TrustRefusal: k.TrustRefusal,
 		UnboundedRev: k.UnboundedRev, OwnRevClock: k.OwnRevClock}
+	if k.MaxInFlight8 {
+		cfg.Knobs.Signer.MaxInFlight = 8
+	}
+}
+
+// maxInFlight is the signer's pipeline depth in a run with these knobs.
+func (k Knobs) maxInFlight() int {
+	if k.MaxInFlight8 {
+		return 8
+	}
+	return signer.DefaultMaxInFlight
 }
