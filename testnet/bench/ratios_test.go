@@ -46,3 +46,29 @@ func TestRatiosTargets(t *testing.T) {
 		}
 	}
 }
+
+// A target is judged on the value, not on the two decimals the table prints: the
+// quiet run of 2026-12-03 13:50 printed "crash failover (holder was leader) p99 / TTL
+// 1.00 <= 1.0 true" for a slowest round of 2,007 ms at a 2,000 ms TTL.
+func TestRatiosNotRoundedIntoTarget(t *testing.T) {
+	r := &Report{Settings: Settings{TTLMs: 2000},
+		Failover: &FailoverResult{Crash: Dist{N: 20}, CrashLeader: Dist{N: 20}, Graceful: Dist{N: 20, P50Ms: 10.004},
+			CrashP99x: ratio(1999, 2000), LeaderP99x: ratio(2007, 2000)},
+	}
+	want := map[string]bool{
+		"crash failover p99 / TTL":                     true,
+		"crash failover (holder was leader) p99 / TTL": false,
+		"graceful handover median (ms)":                false,
+	}
+	for _, x := range ratios(r) {
+		if w, ok := want[x.Name]; ok && x.Met != w {
+			t.Errorf("%s: value %v met %v, want %v", x.Name, x.Value, x.Met, w)
+		}
+		if x.Name == "crash failover (holder was leader) p99 / TTL" && shownValue(x) != "1.0035" {
+			t.Errorf("%s shown as %q, want 1.0035", x.Name, shownValue(x))
+		}
+		if x.Name == "crash failover p99 / TTL" && shownValue(x) != "1.00" {
+			t.Errorf("%s shown as %q, want 1.00", x.Name, shownValue(x))
+		}
+	}
+}

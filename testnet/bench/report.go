@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -198,7 +199,8 @@ func (r *Report) Print(w io.Writer) {
 	if len(r.Ratios) > 0 {
 		f("ratio to baseline\tvalue\ttarget\tmet\t\n")
 		for _, x := range r.Ratios {
-			f("%s\t%.2f\t%s\t%v\t\n", x.Name, x.Value, x.Target, x.Met)
+			v := shownValue(x)
+			f("%s\t%s\t%s\t%v\t\n", x.Name, v, x.Target, x.Met)
 		}
 		_ = tw.Flush()
 		fmt.Fprintln(w)
@@ -207,4 +209,18 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintln(w, "error:", e)
 	}
 	fmt.Fprintf(w, "elapsed %.1fs\n", r.Elapsed)
+}
+
+// shownValue is a ratio row's value to two decimals, or whole when two decimals would
+// show a value that missed its target as equal to it (1.0035 against "<= 1.0").
+func shownValue(x Ratio) string {
+	v := fmt.Sprintf("%.2f", x.Value)
+	if x.Met {
+		return v
+	}
+	t, err := strconv.ParseFloat(x.Target[strings.LastIndexByte(x.Target, ' ')+1:], 64)
+	if r, _ := strconv.ParseFloat(v, 64); err == nil && r == t {
+		return strconv.FormatFloat(x.Value, 'f', -1, 64)
+	}
+	return v
 }
