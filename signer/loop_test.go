@@ -612,9 +612,11 @@ func TestLoopStandbyClaimsReleasedLeaseAtOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- l.Run(ctx) }()
-		t.Cleanup(cancel)
+		done, exited := make(chan error, 1), make(chan struct{})
+		go func() { done <- l.Run(ctx); close(exited) }()
+		// Run logs through t until it returns: the test must not end before it does
+		// (CI's -race run of 2026-12-03 14:09 saw b's "lease released" after the end).
+		t.Cleanup(func() { cancel(); <-exited })
 		waitFor(t, id+" first tick", func() bool { return l.Stats().Ticks >= 1 })
 		return ls, cancel, done
 	}
