@@ -431,7 +431,7 @@ func (l *Log) apply(ctx context.Context, data []byte) (Result, error) {
 	if !ok {
 		return Result{}, fmt.Errorf("intentlog: unexpected apply response %T", fut.Response())
 	}
-	l.nudge(data)
+	l.nudge(data, res)
 	return res, nil
 }
 

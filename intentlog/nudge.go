@@ -25,54 +25,84 @@ const nudgeDelay = 2 * time.Millisecond
 // raft's default), and that delay lands on every handover (the standby learns of a
 // release late, the new holder waits to apply its own claim before signing) and on
 // every WaitSigned on a follower. Appending a barrier carries the commit index in its
-// AppendEntries. It is skipped when an entry is appended within nudgeDelay after the
-// apply (that entry carries it) and coalesced while one is in flight; renewals and intents are not
-// nudged (nobody waits on a follower for them), so an idle cluster writes no more
-// entries than its renewals.
+// AppendEntries. After a commit it is skipped when an entry is appended within
+// nudgeDelay after the apply (that entry carries it); after a lease entry (claim,
+// release, transfer: rare, and each one a step of a handover that another device
+// takes next) and after the first commit of an epoch (the end of a handover) it is
+// appended at once. Nudges are coalesced while one is in flight; renewals and intents
+// are not nudged (nobody waits on a follower for them), so an idle cluster writes no
+// more entries than its renewals.
 type nudger struct {
 	mu      sync.Mutex
 	running bool
-	pending bool   // a nudge was asked for since the last barrier
-	mark    uint64 // the log's last index when it was asked for
-	nudges  uint64 // barriers appended (tests)
+	pending bool          // a nudge was asked for since the last barrier
+	mark    uint64        // the log's last index when it was asked for
+	now     chan struct{} // an urgent nudge asks the waiting one to go at once
+	epoch   uint64        // the head's epoch at the last commit nudged
+	nudges  uint64        // barriers appended (tests)
 }
 
-// wantsNudge reports whether an applied entry of kind k is one followers wait for.
-func wantsNudge(data []byte) bool {
+// nudgeWait is how long the leader waits, after the entry encoded as data applied
+// with the head at epoch, for a later entry before it appends a barrier; ok is false
+// for an entry no follower waits for. lastEpoch is the head's epoch at the previous
+// commit nudged.
+func nudgeWait(data []byte, epoch, lastEpoch uint64) (wait time.Duration, ok bool) {
 	if len(data) < 2 {
-		return false
+		return 0, false
 	}
 	switch data[1] {
-	case kindClaim, kindRelease, kindTransfer, kindCommit:
-		return true
+	case kindClaim, kindRelease, kindTransfer:
+		return 0, true
+	case kindCommit:
+		if epoch != lastEpoch {
+			return 0, true
+		}
+		return nudgeDelay, true
 	}
-	return false
+	return 0, false
 }
 
-// nudge is called on the leader after the entry encoded as data applied. An entry
-// appended after this moment carries the commit index in its AppendEntries, and one
-// appended before may not (it can have left before this entry committed): so the
-// barrier is skipped only if the log grew past its current last index within
-// nudgeDelay.
-func (l *Log) nudge(data []byte) {
-	if !wantsNudge(data) {
-		return
-	}
-	mark := l.raft.LastIndex()
+// nudge is called on the leader after the entry encoded as data applied with result
+// res. An entry appended after this moment carries the commit index in its
+// AppendEntries, and one appended before may not (it can have left before this entry
+// committed): so the barrier is skipped only if the log grew past its current last
+// index while waiting.
+func (l *Log) nudge(data []byte, res Result) {
 	n := &l.nudger
 	n.mu.Lock()
-	n.mark, n.pending = max(n.mark, mark), true
+	wait, ok := nudgeWait(data, res.Head.Epoch, n.epoch)
+	if !ok {
+		n.mu.Unlock()
+		return
+	}
+	if data[1] == kindCommit && res.Accepted {
+		n.epoch = res.Head.Epoch
+	}
+	n.mark, n.pending = max(n.mark, l.raft.LastIndex()), true
+	if n.now == nil {
+		n.now = make(chan struct{}, 1)
+	}
 	if n.running {
+		if wait == 0 {
+			select {
+			case n.now <- struct{}{}:
+			default:
+			}
+		}
 		n.mu.Unlock()
 		return
 	}
 	n.running = true
+	now := n.now
 	n.mu.Unlock()
 	go func() {
-		t := time.NewTimer(nudgeDelay)
+		t := time.NewTimer(wait)
 		defer t.Stop()
 		for {
-			<-t.C
+			select {
+			case <-t.C:
+			case <-now:
+			}
 			n.mu.Lock()
 			if !n.pending || l.closed.Load() || l.raft.LastIndex() > n.mark {
 				n.running, n.pending = false, false
