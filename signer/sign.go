@@ -86,7 +86,7 @@ const (
 	// applied locally. One: the next commit is built once the last one applied, and
 	// carries everything that arrived meanwhile. Fewer, larger commits mean fewer
 	// Raft entries and log writes per intent; with 8 (the default until issue 23),
-	// the load bench's 16 and 64 clients signed 12-27 % fewer intents per second
+	// the load bench's 16 and 64 clients signed 13-26 % fewer intents per second
 	// through the socket API at a higher p99 (docs/BENCHMARKS.md).
 	DefaultMaxInFlight = 1
 	// DefaultMaxQueued bounds the submissions waiting at the holder (beyond it, Add
