@@ -6,7 +6,6 @@ import (
 	"os"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -86,12 +85,16 @@ func TestTraceLoad(t *testing.T) {
 	}
 	time.Sleep(warm) // warm up (diagnostic only)
 	before := done.Load()
-	cpu0 := processCPU(t)
+	_, cpu0, err := procUsage()
+	if err != nil {
+		t.Skip(err)
+	}
 	rec := stages.Start(1 << 22)
 	window := time.Second
 	time.Sleep(window)
 	ev := rec.Stop()
-	cpu := processCPU(t) - cpu0
+	_, cpu1, _ := procUsage()
+	cpu := cpu1 - cpu0
 	after := done.Load()
 	close(stop)
 	wg.Wait()
@@ -105,7 +108,7 @@ func TestTraceLoad(t *testing.T) {
 	stores, applies := map[key]*span{}, map[key]*span{}
 	var signs []span
 	var signStart time.Duration
-	raftApply, raftDone := map[uint64]time.Duration{}, map[uint64]time.Duration{}
+	raftDone := map[uint64]time.Duration{}
 	leaderWho := uintptr(0)
 	for _, e := range ev {
 		k := key{e.Who, e.Lo, e.Hi}
@@ -130,7 +133,6 @@ func TestTraceLoad(t *testing.T) {
 			if leaderWho == 0 {
 				leaderWho = e.Who
 			}
-			raftApply[uint64(len(raftApply))] = e.At // index not known yet: by order
 		case stages.RaftDone:
 			raftDone[e.Lo] = e.At
 		}
@@ -157,13 +159,12 @@ func TestTraceLoad(t *testing.T) {
 				durs = append(durs, d)
 				entries += k.hi - k.lo + 1
 			}
-			sort.Slice(durs, func(i, j int) bool { return durs[i] < durs[j] })
 			role := "follower"
 			if w == leaderWho {
 				role = "leader"
 			}
-			t.Logf("%-8s %d (%s): %4d calls, %.1f entries each, p50 %v, busy %.0f%% of the window",
-				what, w, role, len(durs), float64(entries)/float64(len(durs)), durs[len(durs)/2], 100*float64(busy)/float64(window))
+			t.Logf("%-8s %d (%s): %4d calls, %.1f entries each, p50 %.3f ms, busy %.0f%% of the window",
+				what, w, role, len(durs), float64(entries)/float64(len(durs)), Summarise(durs).P50Ms, 100*float64(busy)/float64(window))
 		}
 	}
 	summary("store", stores)
@@ -175,9 +176,8 @@ func TestTraceLoad(t *testing.T) {
 	if len(signs) > 0 {
 		t.Logf("sign: %d commits, mean %v, busy %.0f%%; %.1f intents per commit", len(signs), sb/time.Duration(len(signs)), 100*float64(sb)/float64(window), float64(after-before)/float64(len(signs)))
 	}
-	// A commit's path on the leader by Raft index: raft.Apply (by order), its log write's
-	// start and end, the first follower's write end, the leader's apply start and end,
-	// the future's answer.
+	// A commit's path on the leader by Raft index: its log write's start and end, the
+	// first follower's write end, the leader's apply start, the future's answer.
 	leaderStore, followerEnd, leaderApply := map[uint64]*span{}, map[uint64]time.Duration{}, map[uint64]*span{}
 	for k, s := range stores {
 		for i := k.lo; i <= k.hi; i++ {
@@ -196,21 +196,16 @@ func TestTraceLoad(t *testing.T) {
 			leaderApply[i] = s
 		}
 	}
-	idx := make([]uint64, 0, len(raftDone))
-	for i := range raftDone {
-		idx = append(idx, i)
-	}
-	sort.Slice(idx, func(i, j int) bool { return idx[i] < idx[j] })
 	var segs [4][]time.Duration
-	for _, i := range idx {
+	for i, done := range raftDone {
 		ls, la, fe := leaderStore[i], leaderApply[i], followerEnd[i]
-		if ls == nil || la == nil || fe == 0 || ls.end == 0 || la.end == 0 {
+		if ls == nil || la == nil || fe == 0 || ls.end == 0 {
 			continue
 		}
 		segs[0] = append(segs[0], ls.end-ls.start)
 		segs[1] = append(segs[1], fe-ls.end)
 		segs[2] = append(segs[2], la.start-fe)
-		segs[3] = append(segs[3], raftDone[i]-la.start)
+		segs[3] = append(segs[3], done-la.start)
 	}
 	// The holder's own path between commits, by order: a future's answer to the next
 	// signature's start, the signature, and the signature's end to raft.Apply.
@@ -239,8 +234,7 @@ func TestTraceLoad(t *testing.T) {
 	}
 	for j, name := range []string{"a future's answer to the next signature", "the signature", "signature to raft.Apply"} {
 		if s := gaps[j]; len(s) > 0 {
-			sort.Slice(s, func(a, b int) bool { return s[a] < s[b] })
-			t.Logf("holder: %-45s p50 %v (%d)", name, s[len(s)/2], len(s))
+			t.Logf("holder: %-45s p50 %.3f ms (%d)", name, Summarise(s).P50Ms, len(s))
 		}
 	}
 	names := []string{"leader write", "leader write end to first follower write end", "to the leader's apply start", "apply start to the future's answer"}
@@ -248,19 +242,6 @@ func TestTraceLoad(t *testing.T) {
 		if len(s) == 0 {
 			continue
 		}
-		sort.Slice(s, func(a, b int) bool { return s[a] < s[b] })
-		t.Logf("commit: %-45s p50 %v (%d commits)", names[j], s[len(s)/2], len(s))
+		t.Logf("commit: %-45s p50 %.3f ms (%d commits)", names[j], Summarise(s).P50Ms, len(s))
 	}
-}
-
-// processCPU is this process's user and system CPU time so far (/proc/self/stat).
-func processCPU(t *testing.T) time.Duration {
-	b, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		t.Skip("no /proc/self/stat")
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ 100
 }
