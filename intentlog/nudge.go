@@ -106,6 +106,10 @@ func (l *Log) nudge(data []byte, res Result) {
 			n.mu.Lock()
 			if !n.pending || l.closed.Load() || l.raft.LastIndex() > n.mark {
 				n.running, n.pending = false, false
+				select {
+				case <-now: // the timer won the race with a signal: no stale one for the next nudge
+				default:
+				}
 				n.mu.Unlock()
 				return
 			}
