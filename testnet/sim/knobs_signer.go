@@ -46,14 +46,14 @@ func applySignerKnobs(k Knobs, cfg *node.Config) {
 	cfg.Knobs.Signer = &knobs.Signer{SkipValidation: k.SkipValidation, ResignRefused: k.ResignRefused, TrustRefusal: k.TrustRefusal,
 		UnboundedRev: k.UnboundedRev, OwnRevClock: k.OwnRevClock}
 	if k.MaxInFlight8 {
-		cfg.Knobs.Signer.MaxInFlight = 8
+		cfg.Knobs.Signer.MaxInFlight = k.maxInFlight()
 	}
 }
 
 // maxInFlight is the signer's pipeline depth in a run with these knobs.
 func (k Knobs) maxInFlight() int {
 	if k.MaxInFlight8 {
-		return 8
+		return 8 // the default before issue 23
 	}
 	return signer.DefaultMaxInFlight
 }
