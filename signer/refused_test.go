@@ -456,3 +456,49 @@ func addAll(t *testing.T, l *Loop, ins []intentlog.Intent) []*Ticket {
 	}
 	return ts
 }
+
+// One commit in flight by default (issue 23): while a commit has not applied on the
+// local replica, submissions wait at the holder and go into the next commit together.
+// With the pipeline depth before (8) the loop signs a second commit on the predicted
+// head at once. The local replica is held back (a frozen view) so that the first
+// commit stays in flight as long as the test needs.
+func TestLoopOneCommitInFlightByDefault(t *testing.T) {
+	c, spy := spyCluster(t, nil, nil)
+	l := c.devs[0].loop
+	v := spy.View()
+	spy.frozen.Store(&v)
+	first, err := l.Add(intents(0, 1)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the first commit applied in the log", func() bool { return spy.fwdLog.View().Head.Seq == 1 })
+	var rest []*Ticket
+	for _, in := range intents(1, 4) {
+		tk, err := l.Add(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest = append(rest, tk)
+	}
+	// Two more steps after the submissions: either of them would sign a second commit
+	// if the loop had room for it.
+	for range 2 {
+		steps := l.Stats().Steps
+		l.Wake()
+		waitFor(t, "a signer step", func() bool { return l.Stats().Steps > steps })
+	}
+	if st := l.Stats(); st.CommitsProposed != 1 || st.Queued != 4 {
+		t.Fatalf("with the first commit in flight: %d commits proposed, %d submissions queued; want 1 and 4", st.CommitsProposed, st.Queued)
+	}
+	spy.frozen.Store(nil)
+	l.Wake()
+	outs := waitTickets(t, append([]*Ticket{first}, rest...)...)
+	for i, o := range outs {
+		if o.Err != nil {
+			t.Fatalf("submission %d: %v", i, o.Err)
+		}
+	}
+	if outs[1].Seq != 2 || outs[4].Seq != 2 || l.Stats().CommitsProposed != 2 {
+		t.Fatalf("the four later submissions in seq %d..%d, %d commits proposed; want all in seq 2, 2 commits", outs[1].Seq, outs[4].Seq, l.Stats().CommitsProposed)
+	}
+}
