@@ -184,6 +184,9 @@ func (c *LoopConfig) validate() error {
 	if c.MaxBatchBytes == 0 {
 		c.MaxBatchBytes = DefaultMaxBatchBytes
 	}
+	if c.MaxInFlight == 0 && c.Knobs != nil {
+		c.MaxInFlight = c.Knobs.MaxInFlight // a test's pipeline depth, where a node has none
+	}
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = DefaultMaxInFlight
 	}

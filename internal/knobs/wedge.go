@@ -23,9 +23,8 @@ type Signer struct {
 	// 22's future_rev fix): a founder minutes fast starts log time there, and a holder
 	// as fast signs revs a relay refuses.
 	OwnRevClock bool
-	// MaxInFlight > 0 sets the loop's pipeline depth (signer.LoopConfig.MaxInFlight:
-	// commits in flight while the holder leads Raft) where a node would use the
-	// default. The default was 8 until issue 23 measured one deep as faster; tests of
+	// MaxInFlight > 0 sets the loop's pipeline depth (commits in flight while the
+	// holder leads Raft) where its LoopConfig.MaxInFlight is 0, as a node's is. The default was 8 until issue 23 measured one deep as faster; tests of
 	// the deeper pipeline's resend and refusal handling, and the simulator's knob
 	// max-in-flight-8, set 8.
 	MaxInFlight int

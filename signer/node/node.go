@@ -356,7 +356,7 @@ func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err er
 	if cfg.ChainKey != nil {
 		n.loop, err = signer.NewLoop(signer.LoopConfig{Self: parts.ID, Key: cfg.ChainKey, Lease: n.lease,
 			Log: n.prop, Clock: cfg.Clock, RevClock: n.clusterNow, Tick: cfg.Tick, Logger: n.logger,
-			Healthy: n.Health, Diverged: n.diverge, Knobs: cfg.signerKnobs(), MaxInFlight: cfg.maxInFlight()})
+			Healthy: n.Health, Diverged: n.diverge, Knobs: cfg.signerKnobs()})
 		if err != nil {
 			return nil, err
 		}
@@ -508,14 +508,6 @@ func (c *Config) signerKnobs() *knobs.Signer {
 		return nil
 	}
 	return c.Knobs.Signer
-}
-
-// maxInFlight is the signer's pipeline depth: the knob's, else 0 (the default).
-func (c *Config) maxInFlight() int {
-	if k := c.signerKnobs(); k != nil {
-		return k.MaxInFlight
-	}
-	return 0
 }
 
 func (c *Config) intentlogKnobs() *knobs.Intentlog {
