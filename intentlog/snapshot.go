@@ -253,7 +253,7 @@ func loadDump(r io.Reader, path string, verify CommitVerifier) (err error) {
 	if err != nil {
 		return err
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: true, NoFreelistSync: true})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: true, NoFreelistSync: true, PageSize: statePageSize})
 	if err != nil {
 		return err
 	}

@@ -311,6 +311,18 @@ func metaLayout(b []byte) byte {
 // errOldLayout: the state file holds an older layout (openState's caller sets it aside).
 var errOldLayout = errors.New("intentlog: state.db has an older layout")
 
+// statePageSize is the bbolt page size of a state.db this build creates (openState, and
+// loadDump for a restored snapshot); a file keeps the page size it was created with.
+//
+// Each intent a commit signs puts its record (by path) and its dedupe entry (by ID),
+// and the intents of one commit, from many clients, land in leaves they do not share:
+// bbolt reads every leaf it changes into a node and writes it out whole at commit, so
+// the apply's cost grows with the page. 1 KiB pages applied commits of 32 intents from
+// 64 clients in two thirds of the time 4 KiB pages took
+// (BenchmarkApplyCarried64Clients; docs/BENCHMARKS.md). Smaller pages than that cost
+// more in the deeper tree than they save.
+const statePageSize = 1024
+
 // openState opens (creating if needed) a bbolt state file with every bucket present. A
 // file of an older layout is left untouched and reported with errOldLayout; one of a
 // newer layout (a downgrade) is refused.
@@ -319,7 +331,7 @@ func openState(path string) (*bolt.DB, error) {
 	// transaction is open (a remap waits for every read transaction, stalling apply).
 	// NoSync: Raft's log is the durable record; state.db is its checkpoint (see
 	// CleanFile). Close syncs it.
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second,
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second, PageSize: statePageSize,
 		InitialMmapSize: 1 << 30, FreelistType: bolt.FreelistMapType, NoSync: true})
 	if err != nil {
 		return nil, fmt.Errorf("open state %s: %w", path, err)
