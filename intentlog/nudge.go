@@ -37,9 +37,16 @@ type nudger struct {
 	running bool
 	pending bool          // a nudge was asked for since the last barrier
 	mark    uint64        // the log's last index when it was asked for
+	due     time.Time     // when the barrier goes unless the log grows past mark
 	now     chan struct{} // an urgent nudge asks the waiting one to go at once
 	epoch   uint64        // the head's epoch at the last commit nudged
 	nudges  uint64        // barriers appended (tests)
+
+	// The log it nudges (Log.nudge sets them): its last index, a barrier appended
+	// and waited for, whether it is closed.
+	lastIndex func() uint64
+	barrier   func()
+	closed    func() bool
 }
 
 // nudgeWait is how long the leader waits, after the entry encoded as data applied
@@ -70,6 +77,19 @@ func nudgeWait(data []byte, epoch, lastEpoch uint64) (wait time.Duration, ok boo
 func (l *Log) nudge(data []byte, res Result) {
 	n := &l.nudger
 	n.mu.Lock()
+	if n.lastIndex == nil {
+		n.lastIndex = l.raft.LastIndex
+		n.barrier = func() { _ = l.raft.Barrier(nudgeTimeout).Error() }
+		n.closed = l.closed.Load
+	}
+	n.mu.Unlock()
+	n.request(data, res)
+}
+
+// request asks for a nudge after the entry encoded as data applied with result res
+// (see Log.nudge).
+func (n *nudger) request(data []byte, res Result) {
+	n.mu.Lock()
 	wait, ok := nudgeWait(data, res.Head.Epoch, n.epoch)
 	if !ok {
 		n.mu.Unlock()
@@ -78,7 +98,14 @@ func (l *Log) nudge(data []byte, res Result) {
 	if data[1] == kindCommit && res.Accepted {
 		n.epoch = res.Head.Epoch
 	}
-	n.mark, n.pending = max(n.mark, l.raft.LastIndex()), true
+	// The wait counts from this entry's apply. An entry appended since the last
+	// request carries the entries applied before it, so the earlier due time goes;
+	// with none appended since, the earlier one still needs its barrier by then.
+	due, last := time.Now().Add(wait), n.lastIndex()
+	if n.pending && last <= n.mark {
+		due = minTime(due, n.due)
+	}
+	n.due, n.mark, n.pending = due, max(n.mark, last), true
 	if n.now == nil {
 		n.now = make(chan struct{}, 1)
 	}
@@ -104,7 +131,7 @@ func (l *Log) nudge(data []byte, res Result) {
 			case <-now:
 			}
 			n.mu.Lock()
-			if !n.pending || l.closed.Load() || l.raft.LastIndex() > n.mark {
+			if !n.pending || n.closed() || n.lastIndex() > n.mark {
 				n.running, n.pending = false, false
 				select {
 				case <-now: // the timer won the race with a signal: no stale one for the next nudge
@@ -113,14 +140,26 @@ func (l *Log) nudge(data []byte, res Result) {
 				n.mu.Unlock()
 				return
 			}
+			if d := time.Until(n.due); d > 0 {
+				n.mu.Unlock() // a later entry asked since: wait from its apply
+				t.Reset(d)
+				continue
+			}
 			n.pending = false
 			n.nudges++
 			n.mu.Unlock()
 			// A barrier is a log entry: its AppendEntries carries the commit index.
-			_ = l.raft.Barrier(nudgeTimeout).Error()
+			n.barrier()
 			t.Reset(nudgeDelay)
 		}
 	}()
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 func (l *Log) nudgeCount() uint64 {

@@ -1,7 +1,9 @@
 package intentlog
 
 import (
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -39,4 +41,65 @@ func TestNudgeWait(t *testing.T) {
 			t.Errorf("%s: wait %v ok %v, want %v %v", c.name, wait, ok, c.wait, c.ok)
 		}
 	}
+}
+
+// A commit's nudge waits nudgeDelay from its own apply for a later entry. One client
+// submitting one intent at a time has its next commit appended a little after the last
+// one applied, and each commit applied a little under nudgeDelay after the one before:
+// no commit but the last needs a barrier. The wait used to count from the apply of the
+// commit that started the nudge goroutine, so the next commit's nudge found no later
+// entry at that moment and appended a barrier, in the way of the next commit's log
+// write (114 barriers per second for 462 commits, TestTraceLoad at one client).
+func TestNudgeWaitsFromEachCommit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var last, barriers atomic.Uint64
+		last.Store(10)
+		n := &nudger{
+			lastIndex: last.Load,
+			barrier:   func() { barriers.Add(1); last.Add(1) },
+			closed:    func() bool { return false },
+			epoch:     1, // not the first commit of its epoch
+		}
+		commit := []byte{CodecVersion, kindCommit}
+		const commits = 20
+		for i := 0; i < commits; i++ {
+			n.request(commit, Result{Accepted: true, Head: Head{Epoch: 1}})
+			if i == commits-1 {
+				break // the last commit: nothing follows it
+			}
+			time.Sleep(300 * time.Microsecond)
+			last.Add(1) // the next commit is appended...
+			time.Sleep(nudgeDelay - 500*time.Microsecond)
+			// ... and applies 1.8 ms after the one before
+		}
+		time.Sleep(3 * nudgeDelay)
+		synctest.Wait()
+		if got := barriers.Load(); got != 1 {
+			t.Fatalf("%d barriers for %d commits one after the other, want 1 (after the last)", got, commits)
+		}
+	})
+}
+
+// A later commit's request does not put off an urgent nudge that no entry has carried
+// yet: a commit appended before the claim applied (several commits in flight) left
+// before the leader's commit index covered the claim.
+func TestNudgeUrgentNotPutOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var last, barriers atomic.Uint64
+		last.Store(10)
+		n := &nudger{
+			lastIndex: last.Load,
+			barrier:   func() { barriers.Add(1); last.Add(1) },
+			closed:    func() bool { return false },
+			epoch:     1,
+		}
+		n.request([]byte{CodecVersion, kindClaim}, Result{Accepted: true, Head: Head{Epoch: 1}})
+		n.request([]byte{CodecVersion, kindCommit}, Result{Accepted: true, Head: Head{Epoch: 1}})
+		time.Sleep(nudgeDelay / 4)
+		synctest.Wait()
+		if got := barriers.Load(); got != 1 {
+			t.Fatalf("%d barriers within %v of the claim, want 1 at once", got, nudgeDelay/4)
+		}
+		time.Sleep(3 * nudgeDelay) // the nudge goroutine ends
+	})
 }
