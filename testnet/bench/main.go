@@ -37,6 +37,12 @@ type Options struct {
 	// StageRounds is the number of traced one-client rounds per API of the stages
 	// section (the latency breakdown).
 	StageRounds int
+	// StageGap is a pause before each traced round (0: none, rounds back to back).
+	// The followers apply a commit when the next round's entries reach them, at the
+	// moment the leader waits for their answers; a gap longer than the leader's
+	// nudge (a few ms) lets them apply it between rounds instead, which shows what
+	// their applies cost the round on a machine whose cores the replicas share.
+	StageGap time.Duration
 }
 
 // DefaultOptions are the full run's parameters.
@@ -89,6 +95,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", "", "directory for the data dirs (default: a temporary directory, removed after)")
 	skip := fs.String("skip", "", "comma-separated sections to skip: baseline, stages, load, failover, rest")
 	stageRounds := fs.Int("stage-rounds", 0, "traced one-client rounds per API in the stages section (default 300, 30 with --quick)")
+	stageGap := fs.Duration("stage-gap", 0, "pause before each traced round of the stages section (e.g. 6ms: the followers apply the last commit between rounds)")
 	verbose := fs.BoolP("verbose", "v", false, "print progress to stderr")
 	procs := fs.Bool("procs", false, "also measure over three `baton run` processes of this binary: at rest (per-device RSS and CPU) and, unless load is skipped, the load phases through the holder's socket")
 	procsBin := fs.String("baton-bin", "", "with --procs: the baton binary to run (default: this executable)")
@@ -136,6 +143,11 @@ Flags:
 	if *stageRounds > 0 {
 		o.StageRounds = *stageRounds
 	}
+	if *stageGap < 0 {
+		fmt.Fprintln(stderr, "baton bench: --stage-gap must not be negative")
+		return 2
+	}
+	o.StageGap = *stageGap
 	cs, err := parseInts(*clients)
 	if err != nil || *payload <= 0 || *ttl <= 0 || *tick <= 0 {
 		fmt.Fprintln(stderr, "baton bench: bad --clients, --payload, --ttl or --tick")
@@ -278,7 +290,7 @@ func runBaseline(ctx context.Context, o Options, dir string, r *Report) error {
 		o.progress("baseline %d writers: %.0f/s p50 %.2f ms", c, rate, Summarise(lats).P50Ms)
 	}
 	if !o.Skip[SectionStages] {
-		bd, err := traceStages(ctx, "raft", o.StageRounds, o.Payload, func(ctx context.Context, _ int, _ string, _ []byte, _ node.Wait) error {
+		bd, err := traceStages(ctx, "raft", o.StageRounds, o.StageGap, o.Payload, func(ctx context.Context, _ int, _ string, _ []byte, _ node.Wait) error {
 			return b.Apply(ctx, cmd)
 		})
 		if err != nil {

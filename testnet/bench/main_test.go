@@ -18,7 +18,7 @@ func TestMainQuick(t *testing.T) {
 	defer cancel()
 	out := filepath.Join(t.TempDir(), "bench.json")
 	var stdout, stderr bytes.Buffer
-	code := Main(ctx, []string{"--quick", "--load", "300ms", "--window", "2s", "--rounds", "1", "--clients", "1,4", "--ttl", "1s", "--tick", "50ms", "--dir", t.TempDir(), "--out", out}, &stdout, &stderr)
+	code := Main(ctx, []string{"--quick", "--load", "300ms", "--window", "2s", "--rounds", "1", "--clients", "1,4", "--ttl", "1s", "--tick", "50ms", "--stage-gap", "2ms", "--dir", t.TempDir(), "--out", out}, &stdout, &stderr)
 	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 	if code != 0 {
 		t.Fatalf("exit %d", code)
@@ -68,6 +68,9 @@ func TestMainQuick(t *testing.T) {
 		}
 		if b.Rounds == 0 || b.Total.N == 0 || !segs["raft: leader log write and fsync"] || !segs["raft: follower log write and fsync"] {
 			t.Errorf("stages %s: %+v", b.API, b)
+		}
+		if b.GapMs != 2 || !strings.Contains(stdout.String(), "traced rounds (each after a 2 ms pause)") {
+			t.Errorf("stages %s: gap %v ms, want --stage-gap's 2 in the JSON and the table", b.API, b.GapMs)
 		}
 		if b.API != "raft" && !segs["sign (CBOR, ed25519)"] {
 			t.Errorf("stages %s lack the signature: %+v", b.API, b)

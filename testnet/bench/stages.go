@@ -33,8 +33,9 @@ type StageRow struct {
 // StageBreakdown is the trace of sequential one-client rounds through one API.
 type StageBreakdown struct {
 	API    string     `json:"api"`
-	Rounds int        `json:"rounds"` // traced rounds kept (those with one Raft proposal)
-	Total  Dist       `json:"total"`  // client send to client done
+	Rounds int        `json:"rounds"`           // traced rounds kept (those with one Raft proposal)
+	GapMs  float64    `json:"gap_ms,omitempty"` // the pause before each round (--stage-gap)
+	Total  Dist       `json:"total"`            // client send to client done
 	Rows   []StageRow `json:"rows"`
 }
 
@@ -121,12 +122,20 @@ func stageSegments(api string) []segment {
 }
 
 // traceStages runs rounds sequential signed submissions through submit with the
-// stage recorder on and returns the breakdown.
-func traceStages(ctx context.Context, apiName string, rounds int, payload int, submit submitter) (StageBreakdown, error) {
+// stage recorder on, each after a pause of gap, and returns the breakdown.
+func traceStages(ctx context.Context, apiName string, rounds int, gap time.Duration, payload int, submit submitter) (StageBreakdown, error) {
 	value := make([]byte, payload)
 	run := runSeq.Add(1)
 	rec := stages.Start(rounds * 64)
 	for i := 0; i < rounds; i++ {
+		if gap > 0 {
+			select {
+			case <-time.After(gap):
+			case <-ctx.Done():
+				rec.Stop()
+				return StageBreakdown{}, ctx.Err()
+			}
+		}
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		stages.Mark(stages.ClientSend, 0, 0, 0)
 		err := submit(sctx, 0, fmt.Sprintf("st%d-%d", run, i), value, node.WaitSigned)
@@ -140,7 +149,9 @@ func traceStages(ctx context.Context, apiName string, rounds int, payload int, s
 	// The followers apply the last round only after a later append (a renewal, a
 	// heartbeat's commit index): its "beside" rows may be missing, never wrong.
 	evs := rec.Stop()
-	return analyseStages(apiName, evs), nil
+	b := analyseStages(apiName, evs)
+	b.GapMs = float64(gap) / float64(time.Millisecond)
+	return b, nil
 }
 
 // analyseStages cuts the events into rounds (ClientSend .. ClientDone), keeps the
@@ -330,7 +341,7 @@ func runStages(ctx context.Context, o Options, c *testnet.Cluster, r *Report) er
 				return fmt.Errorf("stages warm-up: %w", err)
 			}
 		}
-		b, err := traceStages(ctx, via.name, rounds, o.Payload, via.f)
+		b, err := traceStages(ctx, via.name, rounds, o.StageGap, o.Payload, via.f)
 		if err != nil {
 			return fmt.Errorf("stages, %s: %w", via.name, err)
 		}
@@ -358,7 +369,11 @@ func printStages(w io.Writer, bs []StageBreakdown) {
 		if raw > 0 && b.API != "raft" {
 			ratio = fmt.Sprintf(", %.2fx the baseline's traced round", b.Total.P50Ms/raw)
 		}
-		fmt.Fprintf(w, "%s: %d traced rounds, p50 %.3f ms (mean %.3f)%s\n", what, b.Rounds, b.Total.P50Ms, b.Total.MeanMs, ratio)
+		gap := ""
+		if b.GapMs > 0 {
+			gap = fmt.Sprintf(" (each after a %g ms pause)", b.GapMs)
+		}
+		fmt.Fprintf(w, "%s: %d traced rounds%s, p50 %.3f ms (mean %.3f)%s\n", what, b.Rounds, gap, b.Total.P50Ms, b.Total.MeanMs, ratio)
 		fmt.Fprintf(tw, "segment\tp50 ms\tmean ms\ton the path\t\n")
 		var sum float64
 		for _, x := range b.Rows {
