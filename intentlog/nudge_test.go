@@ -53,13 +53,7 @@ func TestNudgeWait(t *testing.T) {
 func TestNudgeWaitsFromEachCommit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var last, barriers atomic.Uint64
-		last.Store(10)
-		n := &nudger{
-			lastIndex: last.Load,
-			barrier:   func() { barriers.Add(1); last.Add(1) },
-			closed:    func() bool { return false },
-			epoch:     1, // not the first commit of its epoch
-		}
+		n := testNudger(&last, &barriers)
 		commit := []byte{CodecVersion, kindCommit}
 		const commits = 20
 		for i := 0; i < commits; i++ {
@@ -86,13 +80,7 @@ func TestNudgeWaitsFromEachCommit(t *testing.T) {
 func TestNudgeUrgentNotPutOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var last, barriers atomic.Uint64
-		last.Store(10)
-		n := &nudger{
-			lastIndex: last.Load,
-			barrier:   func() { barriers.Add(1); last.Add(1) },
-			closed:    func() bool { return false },
-			epoch:     1,
-		}
+		n := testNudger(&last, &barriers)
 		n.request([]byte{CodecVersion, kindClaim}, Result{Accepted: true, Head: Head{Epoch: 1}})
 		n.request([]byte{CodecVersion, kindCommit}, Result{Accepted: true, Head: Head{Epoch: 1}})
 		time.Sleep(nudgeDelay / 4)
@@ -102,4 +90,17 @@ func TestNudgeUrgentNotPutOff(t *testing.T) {
 		}
 		time.Sleep(3 * nudgeDelay) // the nudge goroutine ends
 	})
+}
+
+// testNudger returns a nudger of a log whose last index is last (starting at 10) and
+// whose barriers count in barriers (each one appends an entry), with a commit of
+// epoch 1 already nudged.
+func testNudger(last, barriers *atomic.Uint64) *nudger {
+	last.Store(10)
+	return &nudger{
+		lastIndex: last.Load,
+		barrier:   func() { barriers.Add(1); last.Add(1) },
+		closed:    func() bool { return false },
+		epoch:     1,
+	}
 }
