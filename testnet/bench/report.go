@@ -121,6 +121,7 @@ type Ratio struct {
 	Value  float64 `json:"value"`
 	Target string  `json:"target"`
 	Met    bool    `json:"met"`
+	bound  float64 // the number in Target
 }
 
 func machine() Machine {
@@ -215,11 +216,7 @@ func (r *Report) Print(w io.Writer) {
 // show a value that missed its target as equal to it (1.0035 against "<= 1.0").
 func shownValue(x Ratio) string {
 	v := fmt.Sprintf("%.2f", x.Value)
-	if x.Met {
-		return v
-	}
-	t, err := strconv.ParseFloat(x.Target[strings.LastIndexByte(x.Target, ' ')+1:], 64)
-	if r, _ := strconv.ParseFloat(v, 64); err == nil && r == t {
+	if r, _ := strconv.ParseFloat(v, 64); !x.Met && r == x.bound {
 		return strconv.FormatFloat(x.Value, 'f', -1, 64)
 	}
 	return v
