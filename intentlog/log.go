@@ -118,7 +118,7 @@ type Log struct {
 	raftFault *raftStoreFault
 	log       *slog.Logger
 	closed    atomic.Bool
-	nudger    nudger
+	nudger    *nudger
 	once      sync.Once
 	cerr      error
 	done      chan struct{} // closed by Close: stops the halt monitor
@@ -227,6 +227,7 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 	}
 	l := &Log{cfg: cfg, fsm: fsm, raft: r, store: store, snaps: snaps, raftFault: rf,
 		log: cfg.Logger.With("component", "intentlog"), done: make(chan struct{})}
+	l.nudger = newNudger(r.LastIndex, func() { _ = r.Barrier(nudgeTimeout).Error() }, l.closed.Load)
 	go l.monitorHalt()
 	if last, err := store.LastIndex(); err == nil && last > 0 {
 		go l.snapshotAfterStart(last, rc.SnapshotThreshold)
@@ -431,7 +432,7 @@ func (l *Log) apply(ctx context.Context, data []byte) (Result, error) {
 	if !ok {
 		return Result{}, fmt.Errorf("intentlog: unexpected apply response %T", fut.Response())
 	}
-	l.nudge(data, res)
+	l.nudger.request(data, res)
 	return res, nil
 }
 

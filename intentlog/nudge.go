@@ -42,11 +42,15 @@ type nudger struct {
 	epoch   uint64        // the head's epoch at the last commit nudged
 	nudges  uint64        // barriers appended (tests)
 
-	// The log it nudges (Log.nudge sets them): its last index, a barrier appended
-	// and waited for, whether it is closed.
+	// The log it nudges: its last index, a barrier appended and waited for,
+	// whether it is closed.
 	lastIndex func() uint64
 	barrier   func()
 	closed    func() bool
+}
+
+func newNudger(lastIndex func() uint64, barrier func(), closed func() bool) *nudger {
+	return &nudger{lastIndex: lastIndex, barrier: barrier, closed: closed, now: make(chan struct{}, 1)}
 }
 
 // nudgeWait is how long the leader waits, after the entry encoded as data applied
@@ -69,25 +73,11 @@ func nudgeWait(data []byte, epoch, lastEpoch uint64) (wait time.Duration, ok boo
 	return 0, false
 }
 
-// nudge is called on the leader after the entry encoded as data applied with result
-// res. An entry appended after this moment carries the commit index in its
+// request is called on the leader after the entry encoded as data applied with
+// result res. An entry appended after this moment carries the commit index in its
 // AppendEntries, and one appended before may not (it can have left before this entry
 // committed): so the barrier is skipped only if the log grew past its current last
 // index while waiting.
-func (l *Log) nudge(data []byte, res Result) {
-	n := &l.nudger
-	n.mu.Lock()
-	if n.lastIndex == nil {
-		n.lastIndex = l.raft.LastIndex
-		n.barrier = func() { _ = l.raft.Barrier(nudgeTimeout).Error() }
-		n.closed = l.closed.Load
-	}
-	n.mu.Unlock()
-	n.request(data, res)
-}
-
-// request asks for a nudge after the entry encoded as data applied with result res
-// (see Log.nudge).
 func (n *nudger) request(data []byte, res Result) {
 	n.mu.Lock()
 	wait, ok := nudgeWait(data, res.Head.Epoch, n.epoch)
@@ -106,9 +96,6 @@ func (n *nudger) request(data []byte, res Result) {
 		due = minTime(due, n.due)
 	}
 	n.due, n.mark, n.pending = due, max(n.mark, last), true
-	if n.now == nil {
-		n.now = make(chan struct{}, 1)
-	}
 	if n.running {
 		if wait == 0 {
 			select {

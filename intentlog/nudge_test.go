@@ -97,10 +97,7 @@ func TestNudgeUrgentNotPutOff(t *testing.T) {
 // epoch 1 already nudged.
 func testNudger(last, barriers *atomic.Uint64) *nudger {
 	last.Store(10)
-	return &nudger{
-		lastIndex: last.Load,
-		barrier:   func() { barriers.Add(1); last.Add(1) },
-		closed:    func() bool { return false },
-		epoch:     1,
-	}
+	n := newNudger(last.Load, func() { barriers.Add(1); last.Add(1) }, func() bool { return false })
+	n.epoch = 1
+	return n
 }
