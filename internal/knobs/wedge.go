@@ -24,8 +24,9 @@ type Signer struct {
 	// as fast signs revs a relay refuses.
 	OwnRevClock bool
 	// MaxInFlight > 0 sets the loop's pipeline depth (commits in flight while the
-	// holder leads Raft) where its LoopConfig.MaxInFlight is 0, as a node's is. The default was 8 until issue 23 measured one deep as faster; tests of
-	// the deeper pipeline's resend and refusal handling, and the simulator's knob
+	// holder leads Raft) where its LoopConfig.MaxInFlight is 0, as a node's is. The
+	// default was 8 until issue 23 measured one deep as faster; tests of the deeper
+	// pipeline's resend and refusal handling, and the simulator's knob
 	// max-in-flight-8, set 8.
 	MaxInFlight int
 }
