@@ -113,7 +113,11 @@ type intake struct {
 
 // Holding reports whether this device may sign now (the lease says so, the local
 // replica shows the hold, and the epoch was not given up).
-func (l *Loop) Holding() bool { return l.canSign(l.cfg.Log.View()) != 0 }
+func (l *Loop) Holding() bool { return l.HoldingIn(l.cfg.Log.View()) }
+
+// HoldingIn is Holding as of view v: a caller that reports v's lease record beside it
+// (a node's State) says "held" only with a record that names this device.
+func (l *Loop) HoldingIn(v intentlog.View) bool { return l.canSign(v) != 0 }
 
 // Add hands a validated intent to the holder's queue. It answers at once with a
 // finished Ticket when the log already remembers the ID (Duplicate), and

@@ -58,15 +58,18 @@ func newMetrics(n *Node) *metrics {
 		Help:    "Time from Submit on this device to the local apply of the commit that signed the intent.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 	})
-	m.reg.MustRegister(m, m.latency, collectors.NewGoCollector())
-	m.reg.MustRegister(opsCollectors(n)...) // metrics_ops.go
+	m.reg.MustRegister(m, m.latency, collectors.NewGoCollector(), n.ops.takeover,
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 // Describe implements prometheus.Collector.
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(m, ch) }
 
-// Collect implements prometheus.Collector: it reads the node's counters.
+// Collect implements prometheus.Collector: it reads the node's counters. Every gauge
+// of a scrape, the operator ones too (collectOps), comes from one State: the registry
+// runs its collectors concurrently, and two readings could disagree (a hold with no
+// holder).
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	n := m.n
 	g := func(d *prometheus.Desc, v float64, lv ...string) {
@@ -129,6 +132,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		healthy = 1
 	}
 	g(descHealthy, healthy)
+	collectOps(g, st) // metrics_ops.go
 }
 
 // Registry returns the node's Prometheus registry (what GET /metrics serves).

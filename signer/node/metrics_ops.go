@@ -4,11 +4,11 @@ import (
 	"runtime/debug"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-// Operator metrics beyond the core's: build info, the process collector, lease expiry
-// and holder, quorum and per-peer reachability, the takeover histogram.
+// Operator metrics beyond the core's: build info, lease expiry and holder, quorum and
+// per-peer reachability (the takeover histogram and the process collector are
+// registered beside them in newMetrics).
 var (
 	descBuild       = prometheus.NewDesc("baton_build_info", "The running binary: module version, VCS revision and Go version (always 1).", []string{"version", "revision", "goversion"}, nil)
 	descExpires     = prometheus.NewDesc("baton_lease_expires_in_seconds", "When the lease ends as this device's policy sees it (another holder's: when this device may claim it; its own: when its may-sign window closes); 0 when free or lapsed.", nil, nil)
@@ -24,19 +24,8 @@ var (
 	descRemoved     = prometheus.NewDesc("baton_removed", "1 once this device left or was removed from its cluster.", nil, nil)
 )
 
-type opsCollector struct{ n *Node }
-
-func opsCollectors(n *Node) []prometheus.Collector {
-	return []prometheus.Collector{opsCollector{n}, n.ops.takeover,
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
-}
-
-func (o opsCollector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(o, ch) }
-
-func (o opsCollector) Collect(ch chan<- prometheus.Metric) {
-	g := func(d *prometheus.Desc, v float64, lv ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
-	}
+// collectOps emits the operator gauges from st, the scrape's one State.
+func collectOps(g func(d *prometheus.Desc, v float64, lv ...string), st State) {
 	b := func(x bool) float64 {
 		if x {
 			return 1
@@ -56,7 +45,6 @@ func (o opsCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	g(descBuild, 1, version, revision, gov)
-	st := o.n.State()
 	g(descExpires, float64(st.Lease.ExpiresInMs)/1000)
 	if st.Lease.Holder != "" {
 		g(descHolder, 1, st.Lease.Holder)

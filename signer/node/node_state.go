@@ -136,7 +136,7 @@ func (n *Node) State() State {
 	}
 	l := v.Lease
 	st.Lease = LeaseState{Holder: l.Holder, Epoch: l.Epoch, TS: l.TS, TTLMs: l.TTL,
-		HeldByMe: n.Holds()}
+		HeldByMe: n.loop != nil && n.loop.HoldingIn(v)} // as of v: held only with a record naming this device
 	d := n.lease.Decide()
 	if l.Holder != "" {
 		st.Lease.ExpiresInMs = d.ExpiresIn().Milliseconds()
