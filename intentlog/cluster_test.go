@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/batonhq/baton/internal/knobs"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -495,40 +497,52 @@ func TestOpenRefusesStateWithoutRaftStore(t *testing.T) {
 	}
 }
 
-// Followers apply a claim and a commit at once, not after CommitTimeout: the leader
-// nudges them with a barrier (heartbeats do not carry the commit index). Renewals
-// and intents are not nudged.
-func TestFollowersLearnLeaseAndCommitEntriesAtOnce(t *testing.T) {
-	c := newCluster(t, 3, func(cfg *Config) {
-		cfg.Raft = func(rc *raft.Config) {
-			fastRaft(rc)
-			rc.CommitTimeout = 10 * time.Second // without the nudge followers would wait this long
+// Followers apply a lease entry or an intent at once, not after CommitTimeout, and no
+// entry is written for it: the leader sends a commit notice (notice.go). With a
+// barrier per nudge a graceful handover's every step wrote and fsynced one more entry
+// on every replica; and an intent logged while the lease was free waited for
+// CommitTimeout on the next holder, which had to apply it before signing (a graceful
+// round of 88 ms, TestTraceGraceful).
+func TestFollowersLearnByNotice(t *testing.T) {
+	c := newCluster(t, 3, slowCommitTimeout)
+	ld := c.leader()
+	rev := uint64(0)
+	for _, mk := range []func() Entry{
+		func() Entry { return ClaimEntry{Holder: "n0", Epoch: 1, PrevRev: rev, TS: 1000, TTL: 15000} },
+		func() Entry { return RenewEntry{Holder: "n0", Epoch: 1, PrevRev: rev, TS: 2000} },
+		func() Entry { return one(put("free", "c/free", "v")) },
+		func() Entry { return ReleaseEntry{Holder: "n0", Epoch: 1, PrevRev: rev} },
+	} {
+		e := mk()
+		res := c.propose(e)
+		rev = res.Lease.Rev
+		if !res.Accepted {
+			t.Fatalf("%T: %+v", e, res)
 		}
+		appliedEverywhere(t, c, fmt.Sprintf("%T", e), res.Index)
+		if last := ld.log.raft.LastIndex(); last != res.Index {
+			t.Fatalf("%T at index %d: the log's last index is %d (a barrier was written)", e, res.Index, last)
+		}
+	}
+}
+
+// Without commit notices (knobs.Intentlog.BarrierNudges, as over a transport without
+// pre-vote, which the wrapper does not pretend to have), a nudge is a barrier: claims and releases are nudged, renewals and intents
+// are not (an idle cluster writes no more entries than its renewals).
+func TestFollowersLearnByBarrierWithoutNotices(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) {
+		slowCommitTimeout(cfg)
+		cfg.Knobs = &knobs.Intentlog{BarrierNudges: true}
 	})
 	ld := c.leader()
-	applied := func(index uint64) bool {
-		for _, nd := range c.nodes {
-			if nd.log.View().AppliedIndex < index {
-				return false
-			}
-		}
-		return true
-	}
-	within := func(what string, index uint64) {
-		t.Helper()
-		deadline := time.Now().Add(3 * time.Second)
-		for !applied(index) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s at index %d not applied on every follower within 3s", what, index)
-			}
-			time.Sleep(2 * time.Millisecond) // polling with a deadline
-		}
+	if ld.log.nudger.noticed {
+		t.Fatal("commit notices with BarrierNudges")
 	}
 	res := c.propose(ClaimEntry{Holder: "n0", Epoch: 1, PrevRev: 0, TS: 1000, TTL: 15000})
 	if !res.Accepted {
 		t.Fatalf("claim: %+v", res)
 	}
-	within("claim", res.Index)
+	appliedEverywhere(t, c, "claim", res.Index)
 	before := ld.log.nudgeCount()
 	res = c.propose(RenewEntry{Holder: "n0", Epoch: 1, PrevRev: res.Lease.Rev, TS: 2000})
 	if !res.Accepted {
@@ -541,9 +555,35 @@ func TestFollowersLearnLeaseAndCommitEntriesAtOnce(t *testing.T) {
 	if !res.Accepted {
 		t.Fatalf("release: %+v", res)
 	}
-	within("release", res.Index)
-	if ld.log.nudgeCount() <= before {
-		t.Fatal("no nudge after the release")
+	appliedEverywhere(t, c, "release", res.Index)
+	if ld.log.nudgeCount() <= before || ld.log.raft.LastIndex() <= res.Index {
+		t.Fatalf("no barrier after the release (nudges %d, last index %d)", ld.log.nudgeCount(), ld.log.raft.LastIndex())
+	}
+}
+
+func slowCommitTimeout(cfg *Config) {
+	cfg.Raft = func(rc *raft.Config) {
+		fastRaft(rc)
+		rc.CommitTimeout = 10 * time.Second // without a nudge followers would wait this long
+	}
+}
+
+// appliedEverywhere waits up to 3 s for every node to apply index.
+func appliedEverywhere(t *testing.T, c *testCluster, what string, index uint64) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		all := true
+		for _, nd := range c.nodes {
+			all = all && nd.log.View().AppliedIndex >= index
+		}
+		if all {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s at index %d not applied on every follower within 3s", what, index)
+		}
+		time.Sleep(2 * time.Millisecond) // polling with a deadline
 	}
 }
 

@@ -219,6 +219,10 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 		fsm.Close()
 		return nil, fmt.Errorf("log cache: %w", err)
 	}
+	var notices *noticeTransport
+	if cfg.Knobs == nil || !cfg.Knobs.BarrierNudges {
+		trans, notices = wrapNotice(trans) // notice.go
+	}
 	r, err := raft.NewRaft(rc, fsm, logs, faultStableStore{StableStore: termHookStore{sealedStable, cfg.OnTerm}, f: rf}, snaps, trans)
 	if err != nil {
 		store.Close()
@@ -227,7 +231,11 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 	}
 	l := &Log{cfg: cfg, fsm: fsm, raft: r, store: store, snaps: snaps, raftFault: rf,
 		log: cfg.Logger.With("component", "intentlog"), done: make(chan struct{})}
-	l.nudger = newNudger(r.LastIndex, func() { _ = r.Barrier(nudgeTimeout).Error() }, l.closed.Load)
+	l.nudger = newNudger(r.LastIndex, func() {
+		if !l.commitNotice(notices, rc, trans, logs) {
+			_ = r.Barrier(nudgeTimeout).Error()
+		}
+	}, l.closed.Load, notices != nil)
 	go l.monitorHalt()
 	if last, err := store.LastIndex(); err == nil && last > 0 {
 		go l.snapshotAfterStart(last, rc.SnapshotThreshold)

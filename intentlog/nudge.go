@@ -24,14 +24,16 @@ const nudgeDelay = 2 * time.Millisecond
 // later entry the leader sends it only after CommitTimeout (50 to 100 ms with
 // raft's default), and that delay lands on every handover (the standby learns of a
 // release late, the new holder waits to apply its own claim before signing) and on
-// every WaitSigned on a follower. Appending a barrier carries the commit index in its
-// AppendEntries. After a commit it is skipped when an entry is appended within
-// nudgeDelay after the apply (that entry carries it); after a lease entry (claim,
-// release, transfer: rare, and each one a step of a handover that another device
-// takes next) and after the first commit of an epoch (the end of a handover) it is
-// appended at once. Nudges are coalesced while one is in flight; renewals and intents
-// are not nudged (nobody waits on a follower for them), so an idle cluster writes no
-// more entries than its renewals.
+// every WaitSigned on a follower. A nudge is a commit notice (notice.go: the
+// AppendEntries Raft sends on CommitTimeout, sent at once, no entry written), or where
+// the transport cannot send one a barrier, whose AppendEntries carries the commit
+// index. After a commit it is skipped when an entry is appended within nudgeDelay
+// after the apply (that entry carries it); after a lease entry (claim, release,
+// transfer: rare, and each one a step of a handover that another device takes next)
+// and after the first commit of an epoch (the end of a handover) it goes at once.
+// Nudges are coalesced while one is in flight. Renewals and intents are nudged at once
+// when nudges are notices; with barriers they are not (an idle cluster then writes no
+// more entries than its renewals).
 type nudger struct {
 	mu      sync.Mutex
 	running bool
@@ -42,22 +44,25 @@ type nudger struct {
 	epoch   uint64        // the head's epoch at the last commit nudged
 	nudges  uint64        // barriers appended (tests)
 
-	// The log it nudges: its last index, a barrier appended and waited for,
-	// whether it is closed.
+	// The log it nudges: its last index, a nudge (a commit notice, or a barrier
+	// appended and waited for), whether it is closed; whether nudges are notices.
 	lastIndex func() uint64
 	barrier   func()
 	closed    func() bool
+	noticed   bool
 }
 
-func newNudger(lastIndex func() uint64, barrier func(), closed func() bool) *nudger {
-	return &nudger{lastIndex: lastIndex, barrier: barrier, closed: closed, now: make(chan struct{}, 1)}
+// newNudger returns the nudger of a log. noticed: barrier sends a commit notice
+// (notice.go), which writes no entry, so renewals and intents are nudged too.
+func newNudger(lastIndex func() uint64, barrier func(), closed func() bool, noticed bool) *nudger {
+	return &nudger{lastIndex: lastIndex, barrier: barrier, closed: closed, noticed: noticed, now: make(chan struct{}, 1)}
 }
 
 // nudgeWait is how long the leader waits, after the entry encoded as data applied
-// with the head at epoch, for a later entry before it appends a barrier; ok is false
-// for an entry no follower waits for. lastEpoch is the head's epoch at the previous
-// commit nudged.
-func nudgeWait(data []byte, epoch, lastEpoch uint64) (wait time.Duration, ok bool) {
+// with the head at epoch, for a later entry before it nudges; ok is false for an entry
+// not nudged. lastEpoch is the head's epoch at the previous commit nudged. noticed:
+// the nudge is a commit notice, not a log entry.
+func nudgeWait(data []byte, epoch, lastEpoch uint64, noticed bool) (wait time.Duration, ok bool) {
 	if len(data) < 2 {
 		return 0, false
 	}
@@ -69,6 +74,11 @@ func nudgeWait(data []byte, epoch, lastEpoch uint64) (wait time.Duration, ok boo
 			return 0, true
 		}
 		return nudgeDelay, true
+	case kindIntents, kindRenew:
+		// With notices they cost no entry: a next holder waits for an intent logged
+		// while the lease was free (it signs what the log holds), and an observer's
+		// view of the lease is current at once.
+		return 0, noticed
 	}
 	return 0, false
 }
@@ -80,7 +90,7 @@ func nudgeWait(data []byte, epoch, lastEpoch uint64) (wait time.Duration, ok boo
 // index while waiting.
 func (n *nudger) request(data []byte, res Result) {
 	n.mu.Lock()
-	wait, ok := nudgeWait(data, res.Head.Epoch, n.epoch)
+	wait, ok := nudgeWait(data, res.Head.Epoch, n.epoch, n.noticed)
 	if !ok {
 		n.mu.Unlock()
 		return

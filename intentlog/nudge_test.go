@@ -10,7 +10,7 @@ import (
 // Lease entries and the first commit of an epoch are the steps of a handover that
 // another device takes next: their nudge goes at once. A later commit of the same
 // epoch waits nudgeDelay for an entry that carries the commit index anyway; renewals
-// and intents are not nudged.
+// and intents are nudged only when a nudge is a commit notice (no log entry).
 func TestNudgeWait(t *testing.T) {
 	enc := func(e Entry) []byte {
 		b, err := Encode(e)
@@ -36,9 +36,15 @@ func TestNudgeWait(t *testing.T) {
 		{"intents", enc(IntentsEntry{Intents: []Intent{{ID: "x", Op: OpPut, Path: "p", Value: []byte("v")}}}), 3, 3, 0, false},
 	}
 	for _, c := range cases {
-		wait, ok := nudgeWait(c.data, c.epoch, c.last)
+		wait, ok := nudgeWait(c.data, c.epoch, c.last, false)
 		if wait != c.wait || ok != c.ok {
 			t.Errorf("%s: wait %v ok %v, want %v %v", c.name, wait, ok, c.wait, c.ok)
+		}
+		// With commit notices (no entry per nudge) renewals and intents go at once
+		// too; the rest is the same.
+		wantOK := c.ok || c.name == "renewal" || c.name == "intents"
+		if wait, ok := nudgeWait(c.data, c.epoch, c.last, true); wait != c.wait || ok != wantOK {
+			t.Errorf("%s, noticed: wait %v ok %v, want %v %v", c.name, wait, ok, c.wait, wantOK)
 		}
 	}
 }
@@ -97,7 +103,7 @@ func TestNudgeUrgentNotPutOff(t *testing.T) {
 // epoch 1 already nudged.
 func testNudger(last, barriers *atomic.Uint64) *nudger {
 	last.Store(10)
-	n := newNudger(last.Load, func() { barriers.Add(1); last.Add(1) }, func() bool { return false })
+	n := newNudger(last.Load, func() { barriers.Add(1); last.Add(1) }, func() bool { return false }, false)
 	n.epoch = 1
 	return n
 }

@@ -33,6 +33,10 @@ type Intentlog struct {
 	// clock to a fast one moves log time a bounded step (the simulator's profile
 	// flapping then finds acknowledged IDs applied twice).
 	SharedStamp bool
+	// BarrierNudges: the leader's nudge is always a barrier entry, never a commit
+	// notice (intentlog/notice.go), as over a transport that cannot send notices. Not
+	// a bug: the fallback path, which a run can still cover.
+	BarrierNudges bool
 }
 
 // Election changes package election's Lease.

@@ -1,0 +1,243 @@
+package intentlog
+
+import (
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Commit notices: the leader tells its followers its commit index without a log entry.
+//
+// A follower applies an entry only when an AppendEntries tells it the entry is
+// committed. hashicorp/raft sends one without new entries only every CommitTimeout
+// (its heartbeats carry no commit index), so the nudge (nudge.go) appended a barrier:
+// one more entry, written and fsynced by the leader and then by each follower before
+// the follower applied (1.5–3 ms per handover step on the bench's machine). A notice
+// is the AppendEntries Raft itself sends on CommitTimeout, sent at once: no entries,
+// PrevLogEntry and LeaderCommitIndex both the leader's commit index c, PrevLogTerm the
+// term of its entry at c, the leader's current term and address. Raft's own handler
+// on the follower does the rest: it refuses an older term; it refuses unless its log
+// holds entry c with that term, and then (Log Matching) its log equals the leader's
+// up to c, every entry of which is committed; it commits min(c, its last index) = c.
+// So a notice can only make a follower apply what is committed, in order, as a late
+// or duplicated AppendEntries from the same leader could; a refused one changes
+// nothing the leader's Raft would notice (its answer goes to the notice, not to
+// Raft's replication). It is sent to a member only once it acknowledged, in this
+// term, an AppendEntries that reached index c (a follower that lacks the entry would
+// only refuse it, with a warning in its log), waiting for that up to noticeWait; a
+// notice that cannot be sent falls back to the barrier.
+
+// ack is what a follower last acknowledged: the leader's term and the last index the
+// acknowledged AppendEntries covered.
+type ack struct{ term, index uint64 }
+
+// noticeTransport is the transport Raft runs on, with the followers' acknowledgements
+// remembered for commit notices. It keeps the optional interfaces raft looks for
+// (pre-vote, close); wrapNotice wraps only a transport that has both.
+type noticeTransport struct {
+	raft.Transport
+	mu   sync.Mutex
+	acks map[raft.ServerAddress]ack
+	wake chan struct{} // closed at the next acknowledgement (made by a waiting notice)
+}
+
+type fullTransport interface {
+	raft.Transport
+	raft.WithPreVote
+	raft.WithClose
+}
+
+var _ fullTransport = (*noticeTransport)(nil)
+
+// wrapNotice returns t wrapped for notices, or t and nil when t lacks an optional
+// interface the wrapper would have to pretend to have.
+func wrapNotice(t raft.Transport) (raft.Transport, *noticeTransport) {
+	if _, ok := t.(fullTransport); !ok {
+		return t, nil
+	}
+	n := &noticeTransport{Transport: t, acks: map[raft.ServerAddress]ack{}}
+	return n, n
+}
+
+func (n *noticeTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	return n.Transport.(raft.WithPreVote).RequestPreVote(id, target, args, resp)
+}
+
+func (n *noticeTransport) Close() error { return n.Transport.(raft.WithClose).Close() }
+
+// note remembers a successful answer to req from target.
+func (n *noticeTransport) note(target raft.ServerAddress, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) {
+	if !resp.Success {
+		return
+	}
+	last := req.PrevLogEntry
+	if k := len(req.Entries); k > 0 {
+		last = req.Entries[k-1].Index
+	}
+	n.mu.Lock()
+	if a := n.acks[target]; req.Term > a.term || (req.Term == a.term && last > a.index) {
+		n.acks[target] = ack{term: req.Term, index: last}
+		if n.wake != nil {
+			close(n.wake)
+			n.wake = nil
+		}
+	}
+	n.mu.Unlock()
+}
+
+func (n *noticeTransport) forget(target raft.ServerAddress) {
+	n.mu.Lock()
+	delete(n.acks, target)
+	n.mu.Unlock()
+}
+
+func (n *noticeTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	err := n.Transport.AppendEntries(id, target, args, resp)
+	if err == nil {
+		n.note(target, args, resp)
+	}
+	return err
+}
+
+func (n *noticeTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	p, err := n.Transport.AppendEntriesPipeline(id, target)
+	if err != nil {
+		return nil, err
+	}
+	np := &noticePipeline{AppendPipeline: p, n: n, target: target, out: make(chan raft.AppendFuture), done: make(chan struct{})}
+	go np.run()
+	return np, nil
+}
+
+// noticePipeline passes a pipeline's answers on to Raft, noting each. Like the
+// transport's drained pipeline it queues them rather than block on Raft, so that it
+// never holds up the pipeline's reader.
+type noticePipeline struct {
+	raft.AppendPipeline
+	n      *noticeTransport
+	target raft.ServerAddress
+	out    chan raft.AppendFuture
+	done   chan struct{}
+	once   sync.Once
+}
+
+func (p *noticePipeline) run() {
+	in := p.AppendPipeline.Consumer()
+	var queue []raft.AppendFuture
+	for {
+		var out chan raft.AppendFuture
+		var next raft.AppendFuture
+		if len(queue) > 0 {
+			out, next = p.out, queue[0]
+		}
+		select {
+		case f := <-in:
+			if f.Error() == nil {
+				p.n.note(p.target, f.Request(), f.Response())
+			}
+			queue = append(queue, f)
+		case out <- next:
+			queue[0] = nil
+			queue = queue[1:]
+		case <-p.done:
+			return
+		}
+	}
+}
+
+func (p *noticePipeline) Consumer() <-chan raft.AppendFuture { return p.out }
+
+func (p *noticePipeline) Close() error {
+	err := p.AppendPipeline.Close()
+	p.once.Do(func() { close(p.done) })
+	p.n.forget(p.target) // replication to target stopped (or starts over)
+	return err
+}
+
+// noticeWait bounds how long a notice waits for a member to acknowledge the index it
+// announces (its entries may still be on the way when the leader commits on another
+// member's answer). Raft's own CommitTimeout would tell it by then anyway.
+const noticeWait = 50 * time.Millisecond
+
+// notice sends req (a commit notice for index req.PrevLogEntry in term req.Term) to
+// each of targets once it has acknowledged that index in that term, each on its own
+// goroutine (waiting up to noticeWait for the acknowledgement), and returns at once:
+// a member still writing the entries never holds up the notice of one that has them,
+// nor the next nudge.
+func (n *noticeTransport) notice(req raft.AppendEntriesRequest, targets []raft.Server) {
+	for _, s := range targets {
+		go n.noticeOne(req, s)
+	}
+}
+
+func (n *noticeTransport) noticeOne(req raft.AppendEntriesRequest, s raft.Server) {
+	var deadline <-chan time.Time
+	for {
+		n.mu.Lock()
+		a := n.acks[s.Address]
+		if a.term > req.Term {
+			n.mu.Unlock()
+			return // a later leader's member: the notice is stale
+		}
+		if a.term == req.Term && a.index >= req.PrevLogEntry {
+			n.mu.Unlock()
+			break
+		}
+		if n.wake == nil {
+			n.wake = make(chan struct{})
+		}
+		w := n.wake
+		n.mu.Unlock()
+		if deadline == nil {
+			t := time.NewTimer(noticeWait)
+			defer t.Stop()
+			deadline = t.C
+		}
+		select {
+		case <-w:
+		case <-deadline:
+			return
+		}
+	}
+	var resp raft.AppendEntriesResponse
+	_ = n.Transport.AppendEntries(s.ID, s.Address, &req, &resp) // refused or lost: Raft's own replication tells it later
+}
+
+// commitNotice sends a commit notice for the leader's commit index to the other
+// members; false when it cannot (this replica does not lead, its commit index is not
+// an entry of its term yet, or its transport keeps no acknowledgements): the nudge
+// then appends a barrier.
+func (l *Log) commitNotice(n *noticeTransport, rc *raft.Config, trans raft.Transport, logs raft.LogStore) bool {
+	if n == nil || l.raft.State() != raft.Leader {
+		return false
+	}
+	term, c := l.raft.CurrentTerm(), l.raft.CommitIndex()
+	var e raft.Log
+	if c == 0 || logs.GetLog(c, &e) != nil || e.Term != term {
+		// An entry of an older term: this leader has not committed one of its own
+		// yet (or no longer leads that term).
+		return false
+	}
+	ms, err := l.fsm.Members()
+	if err != nil {
+		return false
+	}
+	others := ms[:0]
+	for _, m := range ms {
+		if m.ID != rc.LocalID {
+			others = append(others, m)
+		}
+	}
+	addr := trans.EncodePeer(rc.LocalID, trans.LocalAddr())
+	req := raft.AppendEntriesRequest{
+		RPCHeader:         raft.RPCHeader{ProtocolVersion: rc.ProtocolVersion, ID: []byte(rc.LocalID), Addr: addr},
+		Term:              term,
+		Leader:            addr,
+		PrevLogEntry:      c,
+		PrevLogTerm:       e.Term,
+		LeaderCommitIndex: c,
+	}
+	n.notice(req, others)
+	return true
+}
