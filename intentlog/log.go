@@ -219,9 +219,9 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 		fsm.Close()
 		return nil, fmt.Errorf("log cache: %w", err)
 	}
-	var notices *noticeTransport
-	if cfg.Knobs == nil || !cfg.Knobs.BarrierNudges {
-		trans, notices = wrapNotice(trans) // notice.go
+	trans, notices := wrapNotice(trans) // notice.go
+	if cfg.Knobs != nil && cfg.Knobs.BarrierNudges {
+		notices = nil // acknowledgements noted and pipelines drained, but no notices sent
 	}
 	r, err := raft.NewRaft(rc, fsm, logs, faultStableStore{StableStore: termHookStore{sealedStable, cfg.OnTerm}, f: rf}, snaps, trans)
 	if err != nil {

@@ -33,8 +33,9 @@ import (
 type ack struct{ term, index uint64 }
 
 // noticeTransport is the transport Raft runs on, with the followers' acknowledgements
-// remembered for commit notices. It keeps the optional interfaces raft looks for
-// (pre-vote, close); wrapNotice wraps only a transport that has both.
+// remembered for commit notices and its pipelines' answers drained (noticePipeline).
+// It keeps the optional interfaces raft looks for (pre-vote, close); wrapNotice wraps
+// only a transport that has both.
 type noticeTransport struct {
 	raft.Transport
 	mu   sync.Mutex
@@ -105,14 +106,29 @@ func (n *noticeTransport) AppendEntriesPipeline(id raft.ServerID, target raft.Se
 	if err != nil {
 		return nil, err
 	}
-	np := &noticePipeline{AppendPipeline: p, n: n, target: target, out: make(chan raft.AppendFuture), done: make(chan struct{})}
-	go np.run()
-	return np, nil
+	return n.drain(p, target), nil
 }
 
-// noticePipeline passes a pipeline's answers on to Raft, noting each. Like the
-// transport's drained pipeline it queues them rather than block on Raft, so that it
-// never holds up the pipeline's reader.
+// drain returns p with its answers drained and noted (noticePipeline).
+func (n *noticeTransport) drain(p raft.AppendPipeline, target raft.ServerAddress) *noticePipeline {
+	np := &noticePipeline{AppendPipeline: p, n: n, target: target, out: make(chan raft.AppendFuture), done: make(chan struct{})}
+	go np.run()
+	return np
+}
+
+// noticePipeline passes a pipeline's answers on to Raft, noting each, and keeps
+// reading them whether or not Raft still does.
+//
+// hashicorp/raft v1.7.3's pipelined replication stops reading answers when a follower
+// answers with a higher term (pipelineDecode returns), but its sending loop goes on
+// until it next looks at its channels. Each send waits for room among the requests in
+// flight, which only an answer taken off the connection makes; with nobody taking
+// them, once the answers queue (128) and the requests in flight (128) are full,
+// AppendEntries blocks with no way out, and raft.Shutdown waits for it for ever: a
+// holder that led Raft, paused (SIGSTOP) and resumed, did not stop on SIGTERM
+// (TestProcsPauseHolder, 1 run in 10 under -race). Queueing the answers keeps every
+// send bounded by the transport's I/O timeout; the queue grows only until Raft's loop
+// sees its decoder gone and closes the pipeline (one send later).
 type noticePipeline struct {
 	raft.AppendPipeline
 	n      *noticeTransport

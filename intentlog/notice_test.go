@@ -1,4 +1,4 @@
-package transport
+package intentlog
 
 import (
 	"testing"
@@ -15,13 +15,21 @@ type blockingPipeline struct {
 	closed chan struct{}
 }
 
+// seqFuture is a finished answer to the n-th request (its Term).
 type seqFuture struct {
 	raft.AppendFuture
-	n int
+	req *raft.AppendEntriesRequest
 }
 
+func (f seqFuture) Error() error                        { return nil }
+func (f seqFuture) Request() *raft.AppendEntriesRequest { return f.req }
+func (f seqFuture) Response() *raft.AppendEntriesResponse {
+	return &raft.AppendEntriesResponse{Success: true}
+}
+func (f seqFuture) n() int { return int(f.req.Term) }
+
 func (p *blockingPipeline) AppendEntries(args *raft.AppendEntriesRequest, _ *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
-	f := seqFuture{n: int(args.Term)}
+	f := seqFuture{req: args}
 	select {
 	case p.done <- f:
 		return f, nil
@@ -34,18 +42,20 @@ func (p *blockingPipeline) Close() error                       { close(p.closed)
 
 // Raft stops reading a pipeline's answers when a follower answers with a higher term
 // but may go on sending on it: sending must never wait for a reader (the hang of a
-// resumed leader's raft.Shutdown, drainedPipeline).
+// resumed leader's raft.Shutdown, noticePipeline). The answers still reach Raft in
+// order, and each is noted for commit notices.
 func TestPipelineSendsNeverWaitForAReader(t *testing.T) {
 	for _, drained := range []bool{false, true} {
 		inner := &blockingPipeline{done: make(chan raft.AppendFuture, 1), closed: make(chan struct{})}
 		var p raft.AppendPipeline = inner
+		n := &noticeTransport{acks: map[raft.ServerAddress]ack{}}
 		if drained {
-			p = newDrainedPipeline(inner)
+			p = n.drain(inner, "f")
 		}
 		sent := make(chan error, 1)
 		go func() {
 			for i := 1; i <= 300; i++ {
-				if _, err := p.AppendEntries(&raft.AppendEntriesRequest{Term: uint64(i)}, nil); err != nil {
+				if _, err := p.AppendEntries(&raft.AppendEntriesRequest{Term: uint64(i), PrevLogEntry: uint64(i)}, nil); err != nil {
 					sent <- err
 					return
 				}
@@ -74,9 +84,15 @@ func TestPipelineSendsNeverWaitForAReader(t *testing.T) {
 		}
 		for i := 1; i <= 300; i++ {
 			f := (<-p.Consumer()).(seqFuture)
-			if f.n != i {
-				t.Fatalf("answer %d came as %d: order lost", i, f.n)
+			if f.n() != i {
+				t.Fatalf("answer %d came as %d: order lost", i, f.n())
 			}
+		}
+		n.mu.Lock()
+		got := n.acks["f"]
+		n.mu.Unlock()
+		if got != (ack{term: 300, index: 300}) {
+			t.Fatalf("noted %+v, want the last answer's term and index (300, 300)", got)
 		}
 		if err := p.Close(); err != nil {
 			t.Fatal(err)
