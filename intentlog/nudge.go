@@ -9,7 +9,7 @@ import (
 const nudgeTimeout = 5 * time.Second
 
 // nudgeDelay is how long the leader waits for a later entry (which carries the
-// commit index for free) before it appends a barrier. Under load the next entry comes
+// commit index for free) before it nudges. Under load the next entry comes
 // within it, so busy clusters write no barriers: a barrier right away cost a client
 // that submits one intent at a time a third Raft round per intent (8.9 ms instead of
 // 5.2 ms per accepted intent in BenchmarkSubmitAccepted). Idle, it adds this much to
@@ -37,25 +37,25 @@ const nudgeDelay = 2 * time.Millisecond
 type nudger struct {
 	mu      sync.Mutex
 	running bool
-	pending bool          // a nudge was asked for since the last barrier
+	pending bool          // a nudge was asked for since the last one went
 	mark    uint64        // the log's last index when it was asked for
-	due     time.Time     // when the barrier goes unless the log grows past mark
+	due     time.Time     // when the nudge goes unless the log grows past mark
 	now     chan struct{} // an urgent nudge asks the waiting one to go at once
 	epoch   uint64        // the head's epoch at the last commit nudged
-	nudges  uint64        // barriers appended (tests)
+	nudges  uint64        // nudges sent (tests)
 
 	// The log it nudges: its last index, a nudge (a commit notice, or a barrier
 	// appended and waited for), whether it is closed; whether nudges are notices.
 	lastIndex func() uint64
-	barrier   func()
+	send      func()
 	closed    func() bool
 	noticed   bool
 }
 
-// newNudger returns the nudger of a log. noticed: barrier sends a commit notice
+// newNudger returns the nudger of a log. noticed: send sends a commit notice
 // (notice.go), which writes no entry, so renewals and intents are nudged too.
-func newNudger(lastIndex func() uint64, barrier func(), closed func() bool, noticed bool) *nudger {
-	return &nudger{lastIndex: lastIndex, barrier: barrier, closed: closed, noticed: noticed, now: make(chan struct{}, 1)}
+func newNudger(lastIndex func() uint64, send func(), closed func() bool, noticed bool) *nudger {
+	return &nudger{lastIndex: lastIndex, send: send, closed: closed, noticed: noticed, now: make(chan struct{}, 1)}
 }
 
 // nudgeWait is how long the leader waits, after the entry encoded as data applied
@@ -86,7 +86,7 @@ func nudgeWait(data []byte, epoch, lastEpoch uint64, noticed bool) (wait time.Du
 // request is called on the leader after the entry encoded as data applied with
 // result res. An entry appended after this moment carries the commit index in its
 // AppendEntries, and one appended before may not (it can have left before this entry
-// committed): so the barrier is skipped only if the log grew past its current last
+// committed): so the nudge is skipped only if the log grew past its current last
 // index while waiting.
 func (n *nudger) request(data []byte, res Result) {
 	n.mu.Lock()
@@ -100,7 +100,7 @@ func (n *nudger) request(data []byte, res Result) {
 	}
 	// The wait counts from this entry's apply. An entry appended since the last
 	// request carries the entries applied before it, so the earlier due time goes;
-	// with none appended since, the earlier one still needs its barrier by then.
+	// with none appended since, the earlier one still needs its nudge by then.
 	due, last := time.Now().Add(wait), n.lastIndex()
 	if n.pending && last <= n.mark {
 		due = minTime(due, n.due)
@@ -145,8 +145,9 @@ func (n *nudger) request(data []byte, res Result) {
 			n.pending = false
 			n.nudges++
 			n.mu.Unlock()
-			// A barrier is a log entry: its AppendEntries carries the commit index.
-			n.barrier()
+			// A notice, or a barrier (a log entry: its AppendEntries carries the commit
+			// index).
+			n.send()
 			t.Reset(nudgeDelay)
 		}
 	}()
