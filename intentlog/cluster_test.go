@@ -107,10 +107,16 @@ func (c *testCluster) stop(i int) {
 	nd.log = nil
 }
 
-// waitFor polls cond until it holds or the deadline passes.
+// waitFor polls cond until it holds or 15 s pass.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	waitWithin(t, 15*time.Second, what, cond)
+}
+
+// waitWithin polls cond until it holds or d passes.
+func waitWithin(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for !cond() {
@@ -568,23 +574,18 @@ func slowCommitTimeout(cfg *Config) {
 	}
 }
 
-// appliedEverywhere waits up to 3 s for every node to apply index.
+// appliedEverywhere waits up to 3 s (well under slowCommitTimeout's 10 s) for every
+// node to apply index.
 func appliedEverywhere(t *testing.T, c *testCluster, what string, index uint64) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		all := true
+	waitWithin(t, 3*time.Second, fmt.Sprintf("%s at index %d applied on every node", what, index), func() bool {
 		for _, nd := range c.nodes {
-			all = all && nd.log.View().AppliedIndex >= index
+			if nd.log.View().AppliedIndex < index {
+				return false
+			}
 		}
-		if all {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s at index %d not applied on every follower within 3s", what, index)
-		}
-		time.Sleep(2 * time.Millisecond) // polling with a deadline
-	}
+		return true
+	})
 }
 
 // A device restarted more often than Raft's snapshot interval still compacts its log:

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -58,7 +59,7 @@ func TestMetricsOneScrapeOneState(t *testing.T) {
 				scrapes++
 				switch {
 				case held == 1 && (len(holders) != 1 || holders[0] != n.ID()):
-					bad = append(bad, "held 1 with holder series "+joinIDs(holders))
+					bad = append(bad, fmt.Sprintf("held 1 with holder series %v", holders))
 				case len(holders) == 0 && free != 1:
 					bad = append(bad, "no holder series and the lease not free")
 				}
@@ -79,15 +80,4 @@ func TestMetricsOneScrapeOneState(t *testing.T) {
 		t.Fatalf("%d of %d scrapes disagreed with themselves over %d release-claim cycles; first: %s", len(bad), scrapes, cycles, bad[0])
 	}
 	t.Logf("%d scrapes over %d release-claim cycles", scrapes, cycles)
-}
-
-func joinIDs(ids []string) string {
-	s := "["
-	for i, id := range ids {
-		if i > 0 {
-			s += " "
-		}
-		s += shortID(id)
-	}
-	return s + "]"
 }
