@@ -94,7 +94,7 @@ func newForwarder(nw *network, ep *endpoint, self int, ids []string, r *raft.Raf
 	r.RegisterObserver(f.obs)
 	f.wg.Add(1)
 	go f.watchLeader()
-	ep.serve = f.serve
+	nw.setServe(ep, f.serve)
 	return f
 }
 
@@ -205,19 +205,7 @@ func (f *forwarder) Call(ctx context.Context, to string, payload []byte) ([]byte
 	}
 	answer := make(chan fwdAnswer, 1)
 	caller := f.ep
-	f.nw.sendTo(caller, dst, dev, classForward, func(dst *endpoint) {
-		if dst.serve == nil {
-			return
-		}
-		go dst.serve(caller.dev, req, func(a fwdAnswer) {
-			f.nw.sendTo(dst, caller, caller.dev, classAnswer, func(*endpoint) {
-				select {
-				case answer <- a:
-				default:
-				}
-			})
-		})
-	})
+	f.nw.sendTo(caller, dst, dev, classForward, f.nw.request(caller, req, answer))
 	var a fwdAnswer
 	select {
 	case a = <-answer:
@@ -327,19 +315,7 @@ var errLeaderChanged = errors.New("sim: leader changed while the request was in 
 func (f *forwarder) forward(ctx context.Context, to int, req fwdRequest, changed <-chan struct{}) (fwdAnswer, error) {
 	answer := make(chan fwdAnswer, 1)
 	caller := f.ep
-	f.nw.send(caller, to, classForward, func(dst *endpoint) {
-		if dst.serve == nil {
-			return
-		}
-		go dst.serve(caller.dev, req, func(a fwdAnswer) {
-			f.nw.sendTo(dst, caller, caller.dev, classAnswer, func(*endpoint) {
-				select {
-				case answer <- a:
-				default:
-				}
-			})
-		})
-	})
+	f.nw.send(caller, to, classForward, f.nw.request(caller, req, answer))
 	for {
 		select {
 		case a := <-answer:
@@ -356,6 +332,26 @@ func (f *forwarder) forward(ctx context.Context, to int, req fwdRequest, changed
 				return fwdAnswer{}, errLeaderChanged
 			}
 		}
+	}
+}
+
+// request is the delivery of a forwarded request from caller: the endpoint it
+// reaches serves it (unless its node does not exist yet, when it is lost) and the
+// answer travels back to answer (which takes the first).
+func (nw *network) request(caller *endpoint, req fwdRequest, answer chan<- fwdAnswer) func(dst *endpoint) {
+	return func(dst *endpoint) {
+		serve := nw.serveOf(dst)
+		if serve == nil {
+			return
+		}
+		go serve(caller.dev, req, func(a fwdAnswer) {
+			nw.sendTo(dst, caller, caller.dev, classAnswer, func(*endpoint) {
+				select {
+				case answer <- a:
+				default:
+				}
+			})
+		})
 	}
 }
 

@@ -92,10 +92,11 @@ type endpoint struct {
 	addr   raft.ServerAddress
 	dead   chan struct{} // closed when the incarnation dies
 	raftIn chan raft.RPC // Raft's consumer channel
-	// serve handles a forwarded request (set once the node exists).
-	serve func(from int, req fwdRequest, reply func(fwdAnswer))
 
 	// guarded by network.mu
+	// serve handles a forwarded request: set (setServe) once the node exists, after
+	// its Raft has started and others may already be forwarding to it.
+	serve  func(from int, req fwdRequest, reply func(fwdAnswer))
 	isDead bool
 	paused bool
 	held   []*message
@@ -143,6 +144,20 @@ func (nw *network) attach(ep *endpoint) {
 	nw.mu.Lock()
 	nw.eps[ep.dev] = ep
 	nw.mu.Unlock()
+}
+
+// setServe installs ep's handler of forwarded requests.
+func (nw *network) setServe(ep *endpoint, serve func(from int, req fwdRequest, reply func(fwdAnswer))) {
+	nw.mu.Lock()
+	ep.serve = serve
+	nw.mu.Unlock()
+}
+
+// serveOf is ep's handler of forwarded requests (nil before setServe: the request is lost).
+func (nw *network) serveOf(ep *endpoint) func(from int, req fwdRequest, reply func(fwdAnswer)) {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	return ep.serve
 }
 
 // kill ends ep's incarnation: everything in flight to it or held for it is lost.
