@@ -219,20 +219,32 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 		fsm.Close()
 		return nil, fmt.Errorf("log cache: %w", err)
 	}
-	trans, notices := wrapNotice(trans) // notice.go
-	if cfg.Knobs != nil && cfg.Knobs.BarrierNudges {
+	trans, nt := wrapNotice(trans) // notice.go
+	kn := knobs.Intentlog{}
+	if cfg.Knobs != nil {
+		kn = *cfg.Knobs
+	}
+	notices := nt
+	if kn.BarrierNudges {
 		notices = nil // acknowledgements noted and pipelines drained, but no notices sent
 	}
-	r, err := raft.NewRaft(rc, fsm, logs, faultStableStore{StableStore: termHookStore{sealedStable, cfg.OnTerm}, f: rf}, snaps, trans)
+	hdr := leaderHeader(rc, trans)
+	var raftLogs raft.LogStore = logs
+	var running atomic.Pointer[raft.Raft]
+	if nt != nil {
+		raftLogs = aheadLogStore{LogStore: logs, n: nt, off: kn.NoSendAhead, r: &running, header: hdr, before: kn.BeforeLeaderStore} // ahead.go
+	}
+	r, err := raft.NewRaft(rc, fsm, raftLogs, faultStableStore{StableStore: termHookStore{sealedStable, cfg.OnTerm}, f: rf}, snaps, trans)
 	if err != nil {
 		store.Close()
 		fsm.Close()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
+	running.Store(r)
 	l := &Log{cfg: cfg, fsm: fsm, raft: r, store: store, snaps: snaps, raftFault: rf,
 		log: cfg.Logger.With("component", "intentlog"), done: make(chan struct{})}
 	l.nudger = newNudger(r.LastIndex, func() {
-		if !l.commitNotice(notices, rc, trans, logs) {
+		if !l.commitNotice(notices, hdr, logs) {
 			_ = r.Barrier(nudgeTimeout).Error()
 		}
 	}, l.closed.Load, notices != nil)

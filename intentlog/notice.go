@@ -29,8 +29,11 @@ import (
 // notice that cannot be sent falls back to the barrier.
 
 // ack is what a follower last acknowledged: the leader's term and the last index the
-// acknowledged AppendEntries covered.
-type ack struct{ term, index uint64 }
+// acknowledged AppendEntries covered (and the follower's server ID, to send to it).
+type ack struct {
+	term, index uint64
+	id          raft.ServerID
+}
 
 // noticeTransport is the transport Raft runs on, with the followers' acknowledgements
 // remembered for commit notices and its pipelines' answers drained (noticePipeline).
@@ -40,7 +43,8 @@ type noticeTransport struct {
 	raft.Transport
 	mu   sync.Mutex
 	acks map[raft.ServerAddress]ack
-	wake chan struct{} // closed at the next acknowledgement (made by a waiting notice)
+	wake chan struct{}               // closed at the next acknowledgement (made by a waiting notice)
+	busy map[raft.ServerAddress]bool // an AppendEntries sent ahead (ahead.go) is in flight
 }
 
 type fullTransport interface {
@@ -57,7 +61,7 @@ func wrapNotice(t raft.Transport) (raft.Transport, *noticeTransport) {
 	if _, ok := t.(fullTransport); !ok {
 		return t, nil
 	}
-	n := &noticeTransport{Transport: t, acks: map[raft.ServerAddress]ack{}}
+	n := &noticeTransport{Transport: t, acks: map[raft.ServerAddress]ack{}, busy: map[raft.ServerAddress]bool{}}
 	return n, n
 }
 
@@ -68,7 +72,7 @@ func (n *noticeTransport) RequestPreVote(id raft.ServerID, target raft.ServerAdd
 func (n *noticeTransport) Close() error { return n.Transport.(raft.WithClose).Close() }
 
 // note remembers a successful answer to req from target.
-func (n *noticeTransport) note(target raft.ServerAddress, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) {
+func (n *noticeTransport) note(id raft.ServerID, target raft.ServerAddress, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) {
 	if !resp.Success {
 		return
 	}
@@ -78,7 +82,7 @@ func (n *noticeTransport) note(target raft.ServerAddress, req *raft.AppendEntrie
 	}
 	n.mu.Lock()
 	if a := n.acks[target]; req.Term > a.term || (req.Term == a.term && last > a.index) {
-		n.acks[target] = ack{term: req.Term, index: last}
+		n.acks[target] = ack{term: req.Term, index: last, id: id}
 		if n.wake != nil {
 			close(n.wake)
 			n.wake = nil
@@ -96,7 +100,7 @@ func (n *noticeTransport) forget(target raft.ServerAddress) {
 func (n *noticeTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	err := n.Transport.AppendEntries(id, target, args, resp)
 	if err == nil {
-		n.note(target, args, resp)
+		n.note(id, target, args, resp)
 	}
 	return err
 }
@@ -106,12 +110,12 @@ func (n *noticeTransport) AppendEntriesPipeline(id raft.ServerID, target raft.Se
 	if err != nil {
 		return nil, err
 	}
-	return n.drain(p, target), nil
+	return n.drain(p, id, target), nil
 }
 
 // drain returns p with its answers drained and noted (noticePipeline).
-func (n *noticeTransport) drain(p raft.AppendPipeline, target raft.ServerAddress) *noticePipeline {
-	np := &noticePipeline{AppendPipeline: p, n: n, target: target, out: make(chan raft.AppendFuture), done: make(chan struct{})}
+func (n *noticeTransport) drain(p raft.AppendPipeline, id raft.ServerID, target raft.ServerAddress) *noticePipeline {
+	np := &noticePipeline{AppendPipeline: p, n: n, id: id, target: target, out: make(chan raft.AppendFuture), done: make(chan struct{})}
 	go np.run()
 	return np
 }
@@ -132,6 +136,7 @@ func (n *noticeTransport) drain(p raft.AppendPipeline, target raft.ServerAddress
 type noticePipeline struct {
 	raft.AppendPipeline
 	n      *noticeTransport
+	id     raft.ServerID
 	target raft.ServerAddress
 	out    chan raft.AppendFuture
 	done   chan struct{}
@@ -150,7 +155,7 @@ func (p *noticePipeline) run() {
 		select {
 		case f := <-in:
 			if f.Error() == nil {
-				p.n.note(p.target, f.Request(), f.Response())
+				p.n.note(p.id, p.target, f.Request(), f.Response())
 			}
 			queue = append(queue, f)
 		case out <- next:
@@ -224,7 +229,7 @@ func (n *noticeTransport) noticeOne(req raft.AppendEntriesRequest, s raft.Server
 // members; false when it cannot (this replica does not lead, its commit index is not
 // an entry of its term yet, or its transport keeps no acknowledgements): the nudge
 // then appends a barrier.
-func (l *Log) commitNotice(n *noticeTransport, rc *raft.Config, trans raft.Transport, logs raft.LogStore) bool {
+func (l *Log) commitNotice(n *noticeTransport, hdr raft.RPCHeader, logs raft.LogStore) bool {
 	if n == nil || l.raft.State() != raft.Leader {
 		return false
 	}
@@ -241,15 +246,14 @@ func (l *Log) commitNotice(n *noticeTransport, rc *raft.Config, trans raft.Trans
 	}
 	others := ms[:0]
 	for _, m := range ms {
-		if m.ID != rc.LocalID {
+		if m.ID != raft.ServerID(hdr.ID) {
 			others = append(others, m)
 		}
 	}
-	addr := trans.EncodePeer(rc.LocalID, trans.LocalAddr())
 	req := raft.AppendEntriesRequest{
-		RPCHeader:         raft.RPCHeader{ProtocolVersion: rc.ProtocolVersion, ID: []byte(rc.LocalID), Addr: addr},
+		RPCHeader:         hdr,
 		Term:              term,
-		Leader:            addr,
+		Leader:            hdr.Addr,
 		PrevLogEntry:      c,
 		PrevLogTerm:       e.Term,
 		LeaderCommitIndex: c,

@@ -50,7 +50,7 @@ func TestPipelineSendsNeverWaitForAReader(t *testing.T) {
 		var p raft.AppendPipeline = inner
 		n := &noticeTransport{acks: map[raft.ServerAddress]ack{}}
 		if drained {
-			p = n.drain(inner, "f")
+			p = n.drain(inner, "f", "f")
 		}
 		sent := make(chan error, 1)
 		go func() {
@@ -91,8 +91,8 @@ func TestPipelineSendsNeverWaitForAReader(t *testing.T) {
 		n.mu.Lock()
 		got := n.acks["f"]
 		n.mu.Unlock()
-		if got != (ack{term: 300, index: 300}) {
-			t.Fatalf("noted %+v, want the last answer's term and index (300, 300)", got)
+		if got != (ack{term: 300, index: 300, id: "f"}) {
+			t.Fatalf("noted %+v, want the last answer's term and index (300, 300) from f", got)
 		}
 		if err := p.Close(); err != nil {
 			t.Fatal(err)

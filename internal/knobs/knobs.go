@@ -37,6 +37,13 @@ type Intentlog struct {
 	// notice (intentlog/notice.go), as over a transport that cannot send notices. Not
 	// a bug: the fallback path, which a run can still cover.
 	BarrierNudges bool
+	// NoSendAhead: the leader writes a batch to its own log before its followers get
+	// it (hashicorp/raft's order), instead of sending it ahead to them while it writes
+	// (intentlog/ahead.go). Not a bug: the path a transport without notices takes.
+	NoSendAhead bool
+	// BeforeLeaderStore, when set, is called on the leader after a batch was sent
+	// ahead and before the leader writes it (a test holds the write there).
+	BeforeLeaderStore func(first, last uint64)
 }
 
 // Election changes package election's Lease.
