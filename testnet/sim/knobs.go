@@ -63,6 +63,10 @@ type Knobs struct {
 	// barrier entry, never a commit notice (intentlog/notice.go). Not a bug: the path
 	// a transport without notices takes, which a sweep should still cover.
 	BarrierNudges bool
+	// NoSendAhead: internal/knobs.Intentlog's: the leader writes a batch to its log
+	// before its followers get it (hashicorp/raft's order), instead of sending it
+	// ahead while it writes (intentlog/ahead.go). Not a bug either.
+	NoSendAhead bool
 }
 
 // KnobsWired reports whether applyKnobs passes knobs to the code under test (it
@@ -79,7 +83,8 @@ func applyKnobs(k Knobs, cfg *node.Config) {
 		cfg.Knobs = &knobs.Node{}
 	}
 	cfg.Knobs.Intentlog = &knobs.Intentlog{EpochOnlyClaim: k.EpochOnlyClaim, DedupeCount: k.DedupeCount, UnsealedRaftLog: k.UnsealedRaft,
-		UnboundedLogTime: k.UnboundedLogTime, SharedStamp: k.SharedStamp, BarrierNudges: k.BarrierNudges}
+		UnboundedLogTime: k.UnboundedLogTime, SharedStamp: k.SharedStamp, BarrierNudges: k.BarrierNudges,
+		NoSendAhead: k.NoSendAhead}
 	if k.UnboundedLogTime {
 		cfg.Knobs.Election = &knobs.Election{UnclampedStamps: true}
 	}
@@ -115,6 +120,9 @@ func (k Knobs) String() string {
 	if k.BarrierNudges {
 		parts = append(parts, "barrier-nudges")
 	}
+	if k.NoSendAhead {
+		parts = append(parts, "no-send-ahead")
+	}
 	parts = append(parts, k.signerKnobNames()...)
 	return strings.Join(parts, ",")
 }
@@ -141,6 +149,8 @@ func ParseKnobs(s string) (Knobs, error) {
 			k.Rebootstrap = true
 		case "barrier-nudges":
 			k.BarrierNudges = true
+		case "no-send-ahead":
+			k.NoSendAhead = true
 		case "dedupe-count":
 			n, err := strconv.Atoi(val)
 			if err != nil || n <= 0 {
