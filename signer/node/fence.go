@@ -270,7 +270,16 @@ func (f *fence) filter(rpc raft.RPC) bool {
 		}
 	case *raft.RequestPreVoteRequest:
 		if f.refuseVote(req.Term) {
-			rpc.Respond(&raft.RequestPreVoteResponse{RPCHeader: header(), Term: max(req.Term-1, f.floor), Granted: false}, nil)
+			// Armed: a term below the request, so that the candidate's term does not
+			// move. At or below the floor: a term above it. A pre-vote does not
+			// raise the candidate's term, and hashicorp/raft's candidate adopts
+			// only a term above the one it asked for; answered with the floor
+			// itself, a candidate asking for that term asked for it for ever.
+			term := req.Term - 1
+			if req.Term <= f.floor {
+				term = f.floor + 1
+			}
+			rpc.Respond(&raft.RequestPreVoteResponse{RPCHeader: header(), Term: term, Granted: false}, nil)
 			return true
 		}
 	case *raft.AppendEntriesRequest:

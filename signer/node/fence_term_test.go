@@ -52,3 +52,42 @@ func TestTermRaftNeverStoredDoesNotFence(t *testing.T) {
 		t.Fatal("a data dir whose term is behind the term Raft stored was not fenced")
 	}
 }
+
+// TestFloorRefusalMovesPreVoteCandidateOn: a pre-vote does not raise the candidate's
+// term, and hashicorp/raft's candidate adopts a refusal's term only when it is above
+// the term it asked for. A refusal for a term at the floor answered with the floor
+// itself left the candidate asking for that same term for ever. The simulator's seed
+// 1570032 (repair-crash, with the leader's batches sent ahead): a restored device
+// with floor 3 and a repaired one refused every pre-vote of the one device that held
+// the whole log, which asked for term 3 (its term was 2) for 12 s, and no leader was
+// elected again (liveness lost for good). A refusal because of the floor now answers
+// a term above it; an armed fence still answers below the request (a device that is
+// catching up must not move anyone's term).
+func TestFloorRefusalMovesPreVoteCandidateOn(t *testing.T) {
+	cfg := Config{DataDir: filepath.Join(t.TempDir(), "d")}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f, err := newFence(cfg, "n0", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.floor = 3
+	preVote := func(term uint64) *raft.RequestPreVoteResponse {
+		t.Helper()
+		ch := make(chan raft.RPCResponse, 1)
+		if !f.filter(raft.RPC{Command: &raft.RequestPreVoteRequest{Term: term}, RespChan: ch}) {
+			t.Fatalf("a pre-vote for term %d passed the fence (floor %d, armed %v)", term, f.floor, f.armed.Load())
+		}
+		return (<-ch).Response.(*raft.RequestPreVoteResponse)
+	}
+	for _, term := range []uint64{1, 2, 3} {
+		if r := preVote(term); r.Granted || r.Term <= term {
+			t.Fatalf("pre-vote for term %d at floor 3: answered %+v; want a refusal with a term above %d (the candidate moves on)", term, r, term)
+		}
+	}
+	f.armed.Store(true)
+	if r := preVote(5); r.Granted || r.Term >= 5 {
+		t.Fatalf("an armed fence answered a pre-vote for term 5 with %+v; want a refusal below 5", r)
+	}
+}
