@@ -44,6 +44,7 @@ type segment struct {
 	name     string
 	from, to point
 	onPath   bool
+	signed   bool // may be negative: the two points overlap (kept, not dropped as misordered)
 }
 
 // point names a mark of a round: a stage on the holder (key-0 stages) or, for the
@@ -60,63 +61,65 @@ func lastAt(s stages.Stage) point   { return point{s, 3} }
 
 // raftSegments are the Raft round's rows, shared by baton and the baseline.
 // hashicorp/raft's leader writes (and fsyncs) its log before it triggers
-// replication: the two writes are in series.
+// replication: in the baseline the two writes are in series. baton's leader sends
+// the batch ahead to its followers while it writes it (intentlog/ahead.go): a
+// follower's write may start before the leader's ends, and that row is negative.
 func raftSegments(applyRows []segment) []segment {
 	s := []segment{
-		{"raft: apply queue to the leader's log write", leaderAt(stages.RaftApply), leaderAt(stages.StoreStart), true},
-		{"raft: leader log write and fsync", leaderAt(stages.StoreStart), leaderAt(stages.StoreEnd), true},
-		{"raft: leader write end to follower write start (AppendEntries over the transport)", leaderAt(stages.StoreEnd), folAt(stages.StoreStart), true},
-		{"raft: follower log write and fsync", folAt(stages.StoreStart), folAt(stages.StoreEnd), true},
-		{"raft: follower answer, commit, to the leader's apply", folAt(stages.StoreEnd), leaderAt(stages.ApplyStart), true},
+		{"raft: apply queue to the leader's log write", leaderAt(stages.RaftApply), leaderAt(stages.StoreStart), true, false},
+		{"raft: leader log write and fsync", leaderAt(stages.StoreStart), leaderAt(stages.StoreEnd), true, false},
+		{"raft: leader write end to follower write start (AppendEntries; negative: sent ahead, overlapping)", leaderAt(stages.StoreEnd), folAt(stages.StoreStart), true, true},
+		{"raft: follower log write and fsync", folAt(stages.StoreStart), folAt(stages.StoreEnd), true, false},
+		{"raft: follower answer, commit, to the leader's apply", folAt(stages.StoreEnd), leaderAt(stages.ApplyStart), true, false},
 	}
 	s = append(s, applyRows...)
-	return append(s, segment{"raft: apply to the future's answer", leaderAt(stages.ApplyEnd), leaderAt(stages.RaftDone), true})
+	return append(s, segment{"raft: apply to the future's answer", leaderAt(stages.ApplyEnd), leaderAt(stages.RaftDone), true, false})
 }
 
 // besideRows are the followers' applies, off the path.
 var besideRows = []segment{
-	{"beside: leader's apply end to the last follower's apply end", leaderAt(stages.ApplyEnd), lastAt(stages.ApplyEnd), false},
-	{"beside: a follower's apply", lastAt(stages.ApplyStart), lastAt(stages.ApplyEnd), false},
+	{"beside: leader's apply end to the last follower's apply end", leaderAt(stages.ApplyEnd), lastAt(stages.ApplyEnd), false, false},
+	{"beside: a follower's apply", lastAt(stages.ApplyStart), lastAt(stages.ApplyEnd), false, false},
 }
 
 // stageSegments are the rows of the breakdown, in path order, through api "go",
 // "socket" or "raft" (the baseline: raft.Apply on the leader, a trivial FSM).
 func stageSegments(api string) []segment {
 	if api == "raft" {
-		s := []segment{{"client to raft.Apply", at(stages.ClientSend), leaderAt(stages.RaftApply), true}}
-		s = append(s, raftSegments([]segment{{"leader apply (trivial FSM)", leaderAt(stages.ApplyStart), leaderAt(stages.ApplyEnd), true}})...)
-		s = append(s, segment{"future to the client", leaderAt(stages.RaftDone), at(stages.ClientDone), true})
+		s := []segment{{"client to raft.Apply", at(stages.ClientSend), leaderAt(stages.RaftApply), true, false}}
+		s = append(s, raftSegments([]segment{{"leader apply (trivial FSM)", leaderAt(stages.ApplyStart), leaderAt(stages.ApplyEnd), true, false}})...)
+		s = append(s, segment{"future to the client", leaderAt(stages.RaftDone), at(stages.ClientDone), true, false})
 		return append(s, besideRows...)
 	}
 	var s []segment
 	if api == "socket" {
 		s = append(s,
-			segment{"client to API handler (HTTP request over the socket)", at(stages.ClientSend), at(stages.APIStart), true},
-			segment{"API decode and validate (JSON, base64)", at(stages.APIStart), at(stages.APIDecoded), true},
-			segment{"API to Node.Submit", at(stages.APIDecoded), at(stages.SubmitStart), true})
+			segment{"client to API handler (HTTP request over the socket)", at(stages.ClientSend), at(stages.APIStart), true, false},
+			segment{"API decode and validate (JSON, base64)", at(stages.APIStart), at(stages.APIDecoded), true, false},
+			segment{"API to Node.Submit", at(stages.APIDecoded), at(stages.SubmitStart), true, false})
 	} else {
-		s = append(s, segment{"client to Node.Submit", at(stages.ClientSend), at(stages.SubmitStart), true})
+		s = append(s, segment{"client to Node.Submit", at(stages.ClientSend), at(stages.SubmitStart), true, false})
 	}
 	s = append(s,
-		segment{"Submit: validate, dedupe read, hand to the loop", at(stages.SubmitStart), at(stages.Queued), true},
-		segment{"hand-off to the signer goroutine, build", at(stages.Queued), at(stages.SignStart), true},
-		segment{"sign (CBOR, ed25519)", at(stages.SignStart), at(stages.Signed), true},
-		segment{"propose: goroutine, encode, decode, to raft.Apply", at(stages.Signed), leaderAt(stages.RaftApply), true},
+		segment{"Submit: validate, dedupe read, hand to the loop", at(stages.SubmitStart), at(stages.Queued), true, false},
+		segment{"hand-off to the signer goroutine, build", at(stages.Queued), at(stages.SignStart), true, false},
+		segment{"sign (CBOR, ed25519)", at(stages.SignStart), at(stages.Signed), true, false},
+		segment{"propose: goroutine, encode, decode, to raft.Apply", at(stages.Signed), leaderAt(stages.RaftApply), true, false},
 	)
 	s = append(s, raftSegments([]segment{
-		{"leader apply: decode and verify the commit", leaderAt(stages.ApplyStart), leaderAt(stages.Verified), true},
-		{"leader apply: checks, bbolt transaction, publish", leaderAt(stages.Verified), leaderAt(stages.ApplyEnd), true},
+		{"leader apply: decode and verify the commit", leaderAt(stages.ApplyStart), leaderAt(stages.Verified), true, false},
+		{"leader apply: checks, bbolt transaction, publish", leaderAt(stages.Verified), leaderAt(stages.ApplyEnd), true, false},
 	})...)
 	s = append(s,
-		segment{"result encode/decode, signer loop answers", leaderAt(stages.RaftDone), at(stages.Answered), true},
-		segment{"ticket to Submit's return (wait signed)", at(stages.Answered), at(stages.SubmitDone), true},
+		segment{"result encode/decode, signer loop answers", leaderAt(stages.RaftDone), at(stages.Answered), true, false},
+		segment{"ticket to Submit's return (wait signed)", at(stages.Answered), at(stages.SubmitDone), true, false},
 	)
 	if api == "socket" {
 		s = append(s,
-			segment{"Submit to API response", at(stages.SubmitDone), at(stages.APIAnswered), true},
-			segment{"API response to the client (JSON, HTTP)", at(stages.APIAnswered), at(stages.ClientDone), true})
+			segment{"Submit to API response", at(stages.SubmitDone), at(stages.APIAnswered), true, false},
+			segment{"API response to the client (JSON, HTTP)", at(stages.APIAnswered), at(stages.ClientDone), true, false})
 	} else {
-		s = append(s, segment{"Submit to the client", at(stages.SubmitDone), at(stages.ClientDone), true})
+		s = append(s, segment{"Submit to the client", at(stages.SubmitDone), at(stages.ClientDone), true, false})
 	}
 	return append(s, besideRows...)
 }
@@ -184,7 +187,7 @@ func analyseStages(apiName string, evs []stages.Event) StageBreakdown {
 		for k, s := range segs {
 			a, okA := pts[s.from]
 			b, okB := pts[s.to]
-			if okA && okB && b >= a {
+			if okA && okB && (b >= a || s.signed) {
 				vals[k] = append(vals[k], b-a)
 			}
 		}
