@@ -36,6 +36,7 @@ type Raft interface {
 	State() raft.RaftState
 	LeaderWithID() (raft.ServerAddress, raft.ServerID)
 	GetConfiguration() raft.ConfigurationFuture
+	LastIndex() uint64 // the local log's (see configIndex)
 	AddVoter(id raft.ServerID, address raft.ServerAddress, prevIndex uint64, timeout time.Duration) raft.IndexFuture
 	AddNonvoter(id raft.ServerID, address raft.ServerAddress, prevIndex uint64, timeout time.Duration) raft.IndexFuture
 	RemoveServer(id raft.ServerID, prevIndex uint64, timeout time.Duration) raft.IndexFuture

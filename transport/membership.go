@@ -548,7 +548,7 @@ func (c *Cluster) syncOnce() {
 	for p := range book {
 		if !inCfg[p] && !c.isPending(p) {
 			c.log.Info("member no longer in raft configuration", "peer", p)
-			c.noteRemovedMember(p, f.Index())
+			c.noteRemovedMember(p, c.configIndex(f))
 			c.forget(p)
 		}
 	}

@@ -121,6 +121,23 @@ func TestJoinLeaveSurviveRestart(t *testing.T) {
 	if d.host.IsMember(a.id()) || len(d.host.Members()) != 0 {
 		t.Fatalf("d still admits members after leaving: %v", d.host.Members())
 	}
+	// Every member that saw d go keeps a tombstone for it (removed_members.go), the
+	// followers as well as the leader that removed it, to tell d if it comes back.
+	// hashicorp/raft v1.7.3's GetConfiguration leaves the future's Index 0, and a
+	// sync recorded the removal at index 0, which deletes a tombstone: followers kept
+	// none, and the leader's was deleted when its sync ran after the removal
+	// (TestProcsRemovedWhileDownStopsWithExit3 failed 1 run in 60 under load).
+	for _, n := range []*node{a, b, c} {
+		n.cluster.syncOnce()
+	}
+	waitFor(t, 10*time.Second, "a tombstone for d on every remaining member", func() bool {
+		for _, n := range []*node{a, b, c} {
+			if idx, ok := n.host.gater.tombs.index(d.id()); !ok || idx == 0 {
+				return false
+			}
+		}
+		return true
+	})
 	leader := tc.leader([]*node{a, b, c})
 	if err := leader.cluster.Leave(ctxTimeout(t, patient)); err != nil {
 		t.Fatalf("leader leave: %v", err)

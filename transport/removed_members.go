@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -244,15 +245,25 @@ func (c *Cluster) handleRemoved(s network.Stream) {
 			fromIn = true
 		}
 	}
-	if !self || !fromIn || n.Index <= f.Index() {
-		c.log.Info("ignored a removal notice", "from", from, "config_index", n.Index, "own_config_index", f.Index(), "self_in_config", self, "teller_in_config", fromIn)
+	own := c.configIndex(f)
+	if !self || !fromIn || n.Index <= own {
+		c.log.Info("ignored a removal notice", "from", from, "config_index", n.Index, "own_config_index", own, "self_in_config", self, "teller_in_config", fromIn)
 		_, _ = s.Write([]byte("no"))
 		return
 	}
 	n.From = from.String()
 	c.removedNotice.CompareAndSwap(nil, &n)
-	c.log.Warn("a member says this device was removed from the cluster", "from", from, "config_index", n.Index, "own_config_index", f.Index())
+	c.log.Warn("a member says this device was removed from the cluster", "from", from, "config_index", n.Index, "own_config_index", own)
 	_, _ = s.Write([]byte("ok"))
+}
+
+// configIndex is an index at or past the configuration f (the latest one): f's own
+// index, or, as hashicorp/raft v1.7.3's GetConfiguration leaves it 0 (its future is
+// answered without the index), the last index of the local log, which holds that
+// configuration's entry. A removal recorded at index 0 would delete the tombstone
+// (tombstones.set), and a notice compared with 0 would always be believed.
+func (c *Cluster) configIndex(f raft.ConfigurationFuture) uint64 {
+	return max(f.Index(), c.r.LastIndex())
 }
 
 // admitRemoved reports whether an inbound connection from p is admitted because p
