@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -13,9 +14,9 @@ import (
 // raftTransport is one incarnation's raft.Transport over the simulated network. An
 // RPC is a request message on the link to the target and an answer message on the
 // link back; a lost message, a cut link, a dead or paused peer all end in the
-// caller's timeout, as on a real network. Pipelining is not offered (Raft falls back
-// to one AppendEntries at a time); heartbeats go through the consumer channel like
-// everything else.
+// caller's timeout, as on a real network. Raft's pipelined replication runs over a
+// pipeline as raft.NetworkTransport's does in real use (pipeline); heartbeats go
+// through the consumer channel like everything else.
 type raftTransport struct {
 	nw      *network
 	ep      *endpoint
@@ -37,8 +38,98 @@ var (
 func (t *raftTransport) Consumer() <-chan raft.RPC     { return t.ep.raftIn }
 func (t *raftTransport) LocalAddr() raft.ServerAddress { return t.ep.addr }
 
-func (t *raftTransport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
-	return nil, raft.ErrPipelineReplicationNotSupported
+func (t *raftTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	if _, ok := t.index[target]; !ok {
+		return nil, fmt.Errorf("sim: unknown raft address %q", target)
+	}
+	p := &pipeline{t: t, id: id, target: target, reqs: make(chan *pipeFuture, pipelineDepth),
+		out: make(chan raft.AppendFuture, pipelineDepth), done: make(chan struct{})}
+	go p.run()
+	return p, nil
+}
+
+// pipelineDepth bounds the AppendEntries a pipeline holds, sent or waiting to be
+// (raft.NetworkTransport's rpcMaxPipeline is 128).
+const pipelineDepth = 128
+
+// pipeline is Raft's pipelined replication to one peer: its AppendEntries go out in
+// the order Raft sends them, as over raft.NetworkTransport's one connection, and
+// their answers (or failures) come back in that order. One is on the network at a
+// time: the simulated network may reorder messages, a TCP connection does not.
+type pipeline struct {
+	t      *raftTransport
+	id     raft.ServerID
+	target raft.ServerAddress
+	reqs   chan *pipeFuture
+	out    chan raft.AppendFuture
+	done   chan struct{}
+	once   sync.Once
+}
+
+type pipeFuture struct {
+	start time.Time
+	req   *raft.AppendEntriesRequest
+	resp  *raft.AppendEntriesResponse
+	err   error
+}
+
+func (f *pipeFuture) Error() error                          { return f.err }
+func (f *pipeFuture) Start() time.Time                      { return f.start }
+func (f *pipeFuture) Request() *raft.AppendEntriesRequest   { return f.req }
+func (f *pipeFuture) Response() *raft.AppendEntriesResponse { return f.resp }
+
+func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
+	f := &pipeFuture{start: time.Now(), req: args, resp: resp}
+	select {
+	case p.reqs <- f:
+		return f, nil
+	case <-p.done:
+		return nil, raft.ErrPipelineShutdown
+	}
+}
+
+func (p *pipeline) run() {
+	for {
+		select {
+		case f := <-p.reqs:
+			// A failed one ends the connection: this and every later one fail.
+			if f.err = p.t.AppendEntries(p.id, p.target, f.req, f.resp); f.err != nil {
+				p.fail(f)
+				return
+			}
+			select {
+			case p.out <- f:
+			case <-p.done:
+				return
+			}
+		case <-p.done:
+			return
+		}
+	}
+}
+
+// fail passes f and every AppendEntries after it on as failed, until Close.
+func (p *pipeline) fail(f *pipeFuture) {
+	for {
+		select {
+		case p.out <- f:
+		case <-p.done:
+			return
+		}
+		select {
+		case f = <-p.reqs:
+			f.err = raft.ErrPipelineShutdown
+		case <-p.done:
+			return
+		}
+	}
+}
+
+func (p *pipeline) Consumer() <-chan raft.AppendFuture { return p.out }
+
+func (p *pipeline) Close() error {
+	p.once.Do(func() { close(p.done) })
+	return nil
 }
 
 func (t *raftTransport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
