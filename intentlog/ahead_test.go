@@ -1,7 +1,10 @@
 package intentlog
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -69,4 +72,102 @@ func TestFollowersStoreAhead(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Raft's replication counts a follower on its answer to the entries sent ahead: with
+// the answers to every AppendEntries Raft's replication pipelines held back, an intent
+// still commits (its batch went ahead, and the followers' answers to that count). In
+// Raft's order (knobs.Intentlog.NoSendAhead) it waits for the held answers.
+func TestReplicationAnsweredAhead(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		off    bool
+		commit bool // want: committed while the pipelines' answers are held
+	}{
+		{"ahead", false, true},
+		{"raft's order", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var hold atomic.Pointer[chan struct{}]
+			c := newClusterWrapped(t, 3, func(cfg *Config) {
+				cfg.Knobs = &knobs.Intentlog{NoSendAhead: tc.off}
+			}, func(_ int, tr *raft.InmemTransport) raft.Transport {
+				return heldAnswers{InmemTransport: tr, hold: &hold}
+			})
+			res := c.propose(one(put("a", "c/a", "v")))
+			appliedEverywhere(t, c, "the first intent", res.Index) // every follower acknowledged in this term
+			release := make(chan struct{})
+			hold.Store(&release)
+			ld := c.leader()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			res, err := ld.log.Propose(ctx, one(put("b", "c/b", "v")))
+			cancel()
+			hold.Store(nil)
+			close(release)
+			switch {
+			case tc.commit && err != nil:
+				t.Fatalf("with Raft's answers held, the intent sent ahead did not commit: %v", err)
+			case tc.commit && !res.Accepted:
+				t.Fatalf("intent: %+v", res)
+			case !tc.commit && !errors.Is(err, ErrTimeout):
+				t.Fatalf("in Raft's order, with its answers held: %+v, %v; want %v", res, err, ErrTimeout)
+			}
+			res = c.propose(one(put("c", "c/c", "v")))
+			appliedEverywhere(t, c, "the last intent", res.Index)
+		})
+	}
+}
+
+// heldAnswers is a transport whose pipelines pass their answers on only while hold is
+// nil, or once the channel it points to is closed.
+type heldAnswers struct {
+	*raft.InmemTransport
+	hold *atomic.Pointer[chan struct{}]
+}
+
+func (h heldAnswers) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	p, err := h.InmemTransport.AppendEntriesPipeline(id, target)
+	if err != nil {
+		return nil, err
+	}
+	hp := &heldPipeline{AppendPipeline: p, hold: h.hold, out: make(chan raft.AppendFuture), done: make(chan struct{})}
+	go hp.run()
+	return hp, nil
+}
+
+type heldPipeline struct {
+	raft.AppendPipeline
+	hold *atomic.Pointer[chan struct{}]
+	out  chan raft.AppendFuture
+	done chan struct{}
+	once sync.Once
+}
+
+func (p *heldPipeline) run() {
+	for {
+		select {
+		case f := <-p.AppendPipeline.Consumer():
+			if ch := p.hold.Load(); ch != nil {
+				select {
+				case <-*ch:
+				case <-p.done:
+					return
+				}
+			}
+			select {
+			case p.out <- f:
+			case <-p.done:
+				return
+			}
+		case <-p.done:
+			return
+		}
+	}
+}
+
+func (p *heldPipeline) Consumer() <-chan raft.AppendFuture { return p.out }
+
+func (p *heldPipeline) Close() error {
+	p.once.Do(func() { close(p.done) })
+	return p.AppendPipeline.Close()
 }

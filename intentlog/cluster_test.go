@@ -37,11 +37,18 @@ type testCluster struct {
 	t     testing.TB
 	nodes []*testNode
 	tweak func(*Config)
+	wrap  func(i int, t *raft.InmemTransport) raft.Transport // the transport node i's Raft runs on (nil: t)
 }
 
 func newCluster(t testing.TB, n int, tweak func(*Config)) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, tweak: tweak}
+	return newClusterWrapped(t, n, tweak, nil)
+}
+
+// newClusterWrapped is newCluster with each node's transport wrapped by wrap.
+func newClusterWrapped(t testing.TB, n int, tweak func(*Config), wrap func(i int, t *raft.InmemTransport) raft.Transport) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, tweak: tweak, wrap: wrap}
 	var servers []raft.Server
 	for i := 0; i < n; i++ {
 		id := raft.ServerID(fmt.Sprintf("n%d", i))
@@ -81,7 +88,11 @@ func (c *testCluster) start(i int) {
 	if c.tweak != nil {
 		c.tweak(&cfg)
 	}
-	l, err := Open(cfg, nd.trans)
+	var trans raft.Transport = nd.trans
+	if c.wrap != nil {
+		trans = c.wrap(i, nd.trans)
+	}
+	l, err := Open(cfg, trans)
 	if err != nil {
 		c.t.Fatal(err)
 	}

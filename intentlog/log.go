@@ -232,6 +232,7 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 	var raftLogs raft.LogStore = logs
 	var running atomic.Pointer[raft.Raft]
 	if nt != nil {
+		nt.early, nt.unacked = !kn.NoSendAhead, kn.EarlyUnacked
 		raftLogs = aheadLogStore{LogStore: logs, n: nt, off: kn.NoSendAhead, r: &running, header: hdr, before: kn.BeforeLeaderStore} // ahead.go
 	}
 	r, err := raft.NewRaft(rc, fsm, raftLogs, faultStableStore{StableStore: termHookStore{sealedStable, cfg.OnTerm}, f: rf}, snaps, trans)

@@ -43,8 +43,12 @@ type noticeTransport struct {
 	raft.Transport
 	mu   sync.Mutex
 	acks map[raft.ServerAddress]ack
-	wake chan struct{}               // closed at the next acknowledgement (made by a waiting notice)
-	busy map[raft.ServerAddress]bool // an AppendEntries sent ahead (ahead.go) is in flight
+	wake chan struct{}                    // closed at the next acknowledgement (made by a waiting notice)
+	busy map[raft.ServerAddress]*inflight // an AppendEntries sent ahead (ahead.go) is in flight
+	// early: Raft's replication is answered from the answers to the entries sent
+	// ahead (ahead.go); off with knobs.Intentlog.NoSendAhead.
+	early   bool
+	unacked bool // knobs.Intentlog.EarlyUnacked: a bug, for the simulator's bug case
 }
 
 type fullTransport interface {
@@ -61,7 +65,7 @@ func wrapNotice(t raft.Transport) (raft.Transport, *noticeTransport) {
 	if _, ok := t.(fullTransport); !ok {
 		return t, nil
 	}
-	n := &noticeTransport{Transport: t, acks: map[raft.ServerAddress]ack{}, busy: map[raft.ServerAddress]bool{}}
+	n := &noticeTransport{Transport: t, acks: map[raft.ServerAddress]ack{}, busy: map[raft.ServerAddress]*inflight{}}
 	return n, n
 }
 
@@ -76,10 +80,7 @@ func (n *noticeTransport) note(id raft.ServerID, target raft.ServerAddress, req 
 	if !resp.Success {
 		return
 	}
-	last := req.PrevLogEntry
-	if k := len(req.Entries); k > 0 {
-		last = req.Entries[k-1].Index
-	}
+	last := lastIndex(req)
 	n.mu.Lock()
 	if a := n.acks[target]; req.Term > a.term || (req.Term == a.term && last > a.index) {
 		n.acks[target] = ack{term: req.Term, index: last, id: id}
@@ -115,7 +116,8 @@ func (n *noticeTransport) AppendEntriesPipeline(id raft.ServerID, target raft.Se
 
 // drain returns p with its answers drained and noted (noticePipeline).
 func (n *noticeTransport) drain(p raft.AppendPipeline, id raft.ServerID, target raft.ServerAddress) *noticePipeline {
-	np := &noticePipeline{AppendPipeline: p, n: n, id: id, target: target, out: make(chan raft.AppendFuture), done: make(chan struct{})}
+	np := &noticePipeline{AppendPipeline: p, n: n, id: id, target: target, out: make(chan raft.AppendFuture),
+		acked: make(chan *ackedFuture), done: make(chan struct{})}
 	go np.run()
 	return np
 }
@@ -139,6 +141,7 @@ type noticePipeline struct {
 	id     raft.ServerID
 	target raft.ServerAddress
 	out    chan raft.AppendFuture
+	acked  chan *ackedFuture // answers from the entries sent ahead (ahead.go)
 	done   chan struct{}
 	once   sync.Once
 }
@@ -146,6 +149,7 @@ type noticePipeline struct {
 func (p *noticePipeline) run() {
 	in := p.AppendPipeline.Consumer()
 	var queue []raft.AppendFuture
+	var answered uint64 // the last index a success passed on to Raft covered
 	for {
 		var out chan raft.AppendFuture
 		var next raft.AppendFuture
@@ -156,8 +160,16 @@ func (p *noticePipeline) run() {
 		case f := <-in:
 			if f.Error() == nil {
 				p.n.note(p.id, p.target, f.Request(), f.Response())
+				if r := f.Response(); r.Success {
+					answered = max(answered, lastIndex(f.Request()))
+				}
 			}
 			queue = append(queue, f)
+		case f := <-p.acked:
+			if last := lastIndex(f.req); last > answered {
+				answered = last
+				queue = append(queue, f)
+			}
 		case out <- next:
 			queue[0] = nil
 			queue = queue[1:]

@@ -39,8 +39,14 @@ type Intentlog struct {
 	BarrierNudges bool
 	// NoSendAhead: the leader writes a batch to its own log before its followers get
 	// it (hashicorp/raft's order), instead of sending it ahead to them while it writes
-	// (intentlog/ahead.go). Not a bug: the path a transport without notices takes.
+	// (intentlog/ahead.go), and Raft's replication counts a follower only on the answer
+	// to its own AppendEntries. Not a bug: the path a transport without notices takes.
 	NoSendAhead bool
+	// EarlyUnacked: Raft's replication counts a follower as soon as it pipelines an
+	// AppendEntries to it, before any answer (a bug: intentlog/ahead.go counts only a
+	// follower that acknowledged the entries in the leader's term). The simulator's
+	// bug case (f) shows it finds that.
+	EarlyUnacked bool
 	// BeforeLeaderStore, when set, is called on the leader after a batch was sent
 	// ahead and before the leader writes it (a test holds the write there).
 	BeforeLeaderStore func(first, last uint64)

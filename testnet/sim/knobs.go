@@ -67,6 +67,11 @@ type Knobs struct {
 	// before its followers get it (hashicorp/raft's order), instead of sending it
 	// ahead while it writes (intentlog/ahead.go). Not a bug either.
 	NoSendAhead bool
+	// EarlyUnacked: internal/knobs.Intentlog's: Raft's replication counts a follower
+	// as soon as an AppendEntries is pipelined to it, acknowledged or not (bug f: a
+	// leader commits on its own write; a crash or a partition then loses
+	// acknowledged intents).
+	EarlyUnacked bool
 }
 
 // KnobsWired reports whether applyKnobs passes knobs to the code under test (it
@@ -84,7 +89,7 @@ func applyKnobs(k Knobs, cfg *node.Config) {
 	}
 	cfg.Knobs.Intentlog = &knobs.Intentlog{EpochOnlyClaim: k.EpochOnlyClaim, DedupeCount: k.DedupeCount, UnsealedRaftLog: k.UnsealedRaft,
 		UnboundedLogTime: k.UnboundedLogTime, SharedStamp: k.SharedStamp, BarrierNudges: k.BarrierNudges,
-		NoSendAhead: k.NoSendAhead}
+		NoSendAhead: k.NoSendAhead, EarlyUnacked: k.EarlyUnacked}
 	if k.UnboundedLogTime {
 		cfg.Knobs.Election = &knobs.Election{UnclampedStamps: true}
 	}
@@ -123,6 +128,9 @@ func (k Knobs) String() string {
 	if k.NoSendAhead {
 		parts = append(parts, "no-send-ahead")
 	}
+	if k.EarlyUnacked {
+		parts = append(parts, "early-unacked")
+	}
 	parts = append(parts, k.signerKnobNames()...)
 	return strings.Join(parts, ",")
 }
@@ -151,6 +159,8 @@ func ParseKnobs(s string) (Knobs, error) {
 			k.BarrierNudges = true
 		case "no-send-ahead":
 			k.NoSendAhead = true
+		case "early-unacked":
+			k.EarlyUnacked = true
 		case "dedupe-count":
 			n, err := strconv.Atoi(val)
 			if err != nil || n <= 0 {
@@ -161,7 +171,7 @@ func ParseKnobs(s string) (Knobs, error) {
 			if k.setSignerKnob(name) {
 				continue
 			}
-			return Knobs{}, fmt.Errorf("sim: unknown knob %q (have epoch-only-claim, dedupe-count=N, unsealed-raft, unbounded-log-time, no-fence, rebootstrap, barrier-nudges, %s)", name, strings.Join(signerKnobList, ", "))
+			return Knobs{}, fmt.Errorf("sim: unknown knob %q (have epoch-only-claim, dedupe-count=N, unsealed-raft, unbounded-log-time, no-fence, rebootstrap, barrier-nudges, no-send-ahead, early-unacked, %s)", name, strings.Join(signerKnobList, ", "))
 		}
 	}
 	return k, nil
