@@ -45,6 +45,7 @@ type aheadLogStore struct {
 	r      *atomic.Pointer[raft.Raft] // set once Raft runs
 	header raft.RPCHeader             // the leader's (leaderHeader)
 	before func(first, last uint64)   // a test's hook (knobs.Intentlog.BeforeLeaderStore), after the sends
+	pre    *preverifier               // the leader's commits are checked while it writes them (preverify.go)
 }
 
 func (s aheadLogStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
@@ -54,8 +55,11 @@ func (s aheadLogStore) StoreLogs(logs []*raft.Log) error {
 		if r := s.r.Load(); r != nil && r.State() == raft.Leader {
 			// Only the leader loop writes while the state is Leader (a follower's
 			// store runs on the same goroutine, after it stepped down).
-			if !s.off {
+			if !s.off && s.n != nil {
 				s.sendAhead(r, logs)
+			}
+			if s.pre != nil {
+				go s.pre.start(logs)
 			}
 			if s.before != nil {
 				s.before(logs[0].Index, logs[len(logs)-1].Index)

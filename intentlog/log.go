@@ -229,12 +229,12 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 		notices = nil // acknowledgements noted and pipelines drained, but no notices sent
 	}
 	hdr := leaderHeader(rc, trans)
-	var raftLogs raft.LogStore = logs
 	var running atomic.Pointer[raft.Raft]
 	if nt != nil {
 		nt.early, nt.unacked = !kn.NoSendAhead, kn.EarlyUnacked
-		raftLogs = aheadLogStore{LogStore: logs, n: nt, off: kn.NoSendAhead, r: &running, header: hdr, before: kn.BeforeLeaderStore} // ahead.go
 	}
+	raftLogs := aheadLogStore{LogStore: logs, n: nt, off: kn.NoSendAhead, r: &running, header: hdr,
+		before: kn.BeforeLeaderStore, pre: fsm.pre} // ahead.go
 	r, err := raft.NewRaft(rc, fsm, raftLogs, faultStableStore{StableStore: termHookStore{sealedStable, cfg.OnTerm}, f: rf}, snaps, trans)
 	if err != nil {
 		store.Close()
@@ -424,7 +424,6 @@ func (l *Log) apply(ctx context.Context, data []byte) (Result, error) {
 			return Result{}, ErrTimeout
 		}
 	}
-	l.fsm.pre.startData(data) // the commit's signature, beside the Raft round (preverify.go)
 	stages.Mark(stages.RaftApply, 0, 0, l.fsm.who)
 	fut := l.raft.Apply(data, timeout)
 	if f, ok := ctx.Value(enqueuedKey{}).(func()); ok {

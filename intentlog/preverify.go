@@ -12,9 +12,14 @@ import (
 // Verifying a commit's signature ahead of the apply, on the leader. The leader's
 // apply of an entry it proposes waits at least for its own log write's fsync, the
 // replication and a follower's write: a commit entry's signature is checked on
-// another goroutine meanwhile (Log.apply starts it as it hands the entry to Raft),
-// and the apply takes the result instead of verifying on its own goroutine (it waits
-// for a check still running; it verifies itself when none was started). Followers
+// another goroutine meanwhile (the leader's log store starts it as the leader writes
+// the batch, after sending it ahead: ahead.go), and the apply takes the result
+// instead of verifying on its own goroutine (it waits for a check still running; it
+// verifies itself when none was started). Started earlier, as Log.apply handed the
+// entry to Raft, the check's goroutine was queued to run before Raft's leader loop
+// and, on a machine of two cores, held up the leader's write by 0.1 ms of the round
+// (the bench's stages trace, docs/BENCHMARKS.md); during the write's fsync the
+// processor is free. Followers
 // verify in their apply, which is off the path of the proposer's answer: starting
 // their checks at their log write would put that CPU inside the round (on the log
 // write's path) for nothing.
