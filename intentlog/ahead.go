@@ -134,8 +134,11 @@ func (n *noticeTransport) ahead(id raft.ServerID, target raft.ServerAddress, req
 //
 // Sending ahead saved the follower's write from the round, but not a message: Raft's
 // replication still sends the same entries once the leader's write is done, and counts
-// the follower toward the commit only on that answer, one more round trip after the
-// follower had answered the same entries (0.2-0.3 ms of the bench's 1.5 ms round). But
+// the follower toward the commit only on that answer. Where the leader's write ends
+// more than a round trip after a follower's (a slow disk leading, a relay between
+// them), that is one more round trip after the follower had answered the same entries;
+// where the follower's ends last (the bench's three replicas on one disk) it costs
+// nothing, and the early answer below measured no change there (docs/BENCHMARKS.md). But
 // a follower's successful answer, in term T, to an AppendEntries that reached index i
 // says that its log then held the leader's entries up to i: the follower's Raft checked
 // the term and the previous entry, and the leader never rewrites its own log within its
