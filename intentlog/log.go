@@ -119,6 +119,7 @@ type Log struct {
 	log       *slog.Logger
 	closed    atomic.Bool
 	nudger    *nudger
+	notices   *noticeTransport // acknowledgements and sends ahead (notice.go, ahead.go); nil without
 	once      sync.Once
 	cerr      error
 	done      chan struct{} // closed by Close: stops the halt monitor
@@ -242,7 +243,7 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	running.Store(r)
-	l := &Log{cfg: cfg, fsm: fsm, raft: r, store: store, snaps: snaps, raftFault: rf,
+	l := &Log{cfg: cfg, fsm: fsm, raft: r, store: store, snaps: snaps, raftFault: rf, notices: nt,
 		log: cfg.Logger.With("component", "intentlog"), done: make(chan struct{})}
 	l.nudger = newNudger(r.LastIndex, func() {
 		if !l.commitNotice(notices, hdr, logs) {
