@@ -49,11 +49,10 @@ func firstCommitAfter(ctx context.Context, obs *testnet.Device, epoch uint64, no
 			cancel()
 			if err == nil {
 				// Keep one intent pending, not a flood: wait for the head to move.
-				w := n.Log().Watch()
-				select {
-				case <-w:
-				case <-sctx.Done():
-				}
+				// (Watch fires at every applied entry: waiting for one wakeup sent an
+				// intents entry into the log at each claim and refusal of the
+				// handover, each a Raft round on the path it measures.)
+				waitHeadMoves(sctx, n.Log())
 			}
 		}
 	}()
@@ -78,6 +77,23 @@ func firstCommitAfter(ctx context.Context, obs *testnet.Device, epoch uint64, no
 		case <-w:
 		case <-ctx.Done():
 			return 0, "", fmt.Errorf("no commit above epoch %d: %w", epoch, ctx.Err())
+		}
+	}
+}
+
+// waitHeadMoves returns once the chain's head applied on l differs from the one it
+// shows now, or ctx ends.
+func waitHeadMoves(ctx context.Context, l *intentlog.Log) {
+	head := l.View().Head
+	for {
+		w := l.Watch()
+		if h := l.View().Head; h.Seq != head.Seq || h.Epoch != head.Epoch {
+			return
+		}
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return
 		}
 	}
 }
