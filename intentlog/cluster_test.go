@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -541,6 +542,44 @@ func TestFollowersLearnByNotice(t *testing.T) {
 			t.Fatalf("%T at index %d: the log's last index is %d (a barrier was written)", e, res.Index, last)
 		}
 	}
+}
+
+// The followers learn an entry at once even when its proposer stopped waiting for it
+// (its context ended while the leader wrote it: the outcome was unknown to it, the
+// entry still committed): the leader nudges on its apply, not on the proposer's
+// answer. A standby whose forwarded claim timed out on its side, while the leader
+// went on to commit it, would otherwise learn it won only at CommitTimeout.
+func TestFollowersLearnWithoutProposer(t *testing.T) {
+	var armed atomic.Bool
+	gone := make(chan struct{})
+	c := newCluster(t, 3, func(cfg *Config) {
+		slowCommitTimeout(cfg)
+		cfg.Knobs = &knobs.Intentlog{BeforeLeaderStore: func(first, last uint64) {
+			if armed.Load() {
+				<-gone // the proposer has given up
+			}
+		}}
+	})
+	res := c.propose(one(put("a", "c/a", "v")))
+	appliedEverywhere(t, c, "the first intent", res.Index)
+	ld := c.leader()
+	armed.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_, err := ld.log.Propose(ctx, ClaimEntry{Holder: "n1", Epoch: 1, PrevRev: 0, TS: 1000, TTL: 15000})
+	cancel()
+	armed.Store(false)
+	close(gone)
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("claim proposed while the leader's write was held: %v, want %v", err, ErrTimeout)
+	}
+	waitWithin(t, 3*time.Second, "the claim applied on every node", func() bool {
+		for _, nd := range c.nodes {
+			if nd.log.View().Lease.Holder != "n1" {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // Without commit notices (knobs.Intentlog.BarrierNudges, as over a transport without

@@ -38,6 +38,11 @@ type FSM struct {
 	digestEvery uint64
 	digestKeep  uint64
 
+	// applied, when set, is called after each batch with every command entry the
+	// batch applied and its result (the leader's nudges, log.go): after the state
+	// transaction, outside the apply's state.
+	applied atomic.Pointer[func(data []byte, res Result)]
+
 	mu     sync.RWMutex // held for reading while using db; for writing to swap it
 	db     *bolt.DB
 	hot    atomic.Pointer[hotState]
@@ -271,6 +276,13 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		// WaitApplied relies on it), even if the entries were duplicates or skipped.
 		if a.changed || a.m.Applied != old.view.AppliedIndex {
 			f.notify.publish(a.events)
+		}
+		if fn := f.applied.Load(); fn != nil {
+			for i, l := range logs {
+				if res, ok := out[i].(Result); ok && l.Type == raft.LogCommand {
+					(*fn)(l.Data, res)
+				}
+			}
 		}
 	}
 	if fe != nil {

@@ -250,6 +250,15 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 			_ = r.Barrier(nudgeTimeout).Error()
 		}
 	}, l.closed.Load, notices != nil)
+	// The leader nudges when it applies an entry, not when the entry's proposer has
+	// its answer: sooner (no wait for the proposer's goroutine), and also for an
+	// entry whose proposer stopped waiting.
+	nudge := func(data []byte, res Result) {
+		if r.State() == raft.Leader {
+			l.nudger.request(data, res)
+		}
+	}
+	fsm.applied.Store(&nudge)
 	go l.monitorHalt()
 	if last, err := store.LastIndex(); err == nil && last > 0 {
 		go l.snapshotAfterStart(last, rc.SnapshotThreshold)
@@ -453,7 +462,6 @@ func (l *Log) apply(ctx context.Context, data []byte) (Result, error) {
 	if !ok {
 		return Result{}, fmt.Errorf("intentlog: unexpected apply response %T", fut.Response())
 	}
-	l.nudger.request(data, res)
 	return res, nil
 }
 

@@ -83,8 +83,8 @@ func nudgeWait(data []byte, epoch, lastEpoch uint64, noticed bool) (wait time.Du
 	return 0, false
 }
 
-// request is called on the leader after the entry encoded as data applied with
-// result res. An entry appended after this moment carries the commit index in its
+// request is called on the leader when it has applied the entry encoded as data
+// with result res (FSM.applied, on the apply's goroutine: it must not block). An entry appended after this moment carries the commit index in its
 // AppendEntries, and one appended before may not (it can have left before this entry
 // committed): so the nudge is skipped only if the log grew past its current last
 // index while waiting.
@@ -122,10 +122,13 @@ func (n *nudger) request(data []byte, res Result) {
 	go func() {
 		t := time.NewTimer(wait)
 		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-			case <-now:
+		// An urgent nudge goes at once, without a round through the timer.
+		for urgent := wait == 0; ; urgent = false {
+			if !urgent {
+				select {
+				case <-t.C:
+				case <-now:
+				}
 			}
 			n.mu.Lock()
 			if !n.pending || n.closed() || n.lastIndex() > n.mark {
