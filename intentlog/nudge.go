@@ -84,10 +84,10 @@ func nudgeWait(data []byte, epoch, lastEpoch uint64, noticed bool) (wait time.Du
 }
 
 // request is called on the leader when it has applied the entry encoded as data
-// with result res (FSM.applied, on the apply's goroutine: it must not block). An entry appended after this moment carries the commit index in its
-// AppendEntries, and one appended before may not (it can have left before this entry
-// committed): so the nudge is skipped only if the log grew past its current last
-// index while waiting.
+// with result res (FSM.applied, on the apply's goroutine: it must not block). An
+// entry appended after this moment carries the commit index in its AppendEntries, and
+// one appended before may not (it can have left before this entry committed): so the
+// nudge is skipped only if the log grew past its current last index while waiting.
 func (n *nudger) request(data []byte, res Result) {
 	n.mu.Lock()
 	wait, ok := nudgeWait(data, res.Head.Epoch, n.epoch, n.noticed)
