@@ -62,7 +62,10 @@ var bugCases = map[string]bugCase{
 	// (intentlog/ahead.go) without the follower's acknowledgement: a leader commits on
 	// its own write alone, and a crash, a partition or a lost disk then loses
 	// acknowledged intents or forks the chain.
-	"f": {profile: "mixed", knobs: Knobs{EarlyUnacked: true}, first: 1, seeds: 8, kinds: []string{VLost, VFork, VEquivocate}},
+	// f: about one mixed seed in four finds it, and which ones moves with the
+	// goroutines' interleaving (1 of 1-8 in two runs, a different one each time):
+	// 32 seeds miss it with a probability near 1e-4.
+	"f": {profile: "mixed", knobs: Knobs{EarlyUnacked: true}, first: 1, seeds: 32, kinds: []string{VLost, VFork, VEquivocate}},
 }
 
 // bugSeeds runs c's seeds in worker processes (as TestSim does: a seed it names

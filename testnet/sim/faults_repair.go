@@ -50,6 +50,12 @@ func init() {
 		Weights: map[string]int{FRestore: 4, FRepair: 3, FLostDB: 1, FCrash: 5, FRepairBehind: 2},
 		Clients: 4, Think: 40 * time.Millisecond,
 		Timeout: [2]time.Duration{300 * time.Millisecond, 3 * time.Second}, WaitSigned: 0.3}
+	// repair-behind: repair-crash with item 2's story (FRepairBehind) drawn most
+	// often, for the bug case that must find it (faults_repair_test.go).
+	profiles["repair-behind"] = Profile{Name: "repair-behind", FaultEvery: 500 * time.Millisecond,
+		Weights: map[string]int{FRestore: 1, FRepair: 1, FCrash: 2, FRepairBehind: 6},
+		Clients: 4, Think: 40 * time.Millisecond,
+		Timeout: [2]time.Duration{300 * time.Millisecond, 3 * time.Second}, WaitSigned: 0.3}
 }
 
 // diskAction fills in a disk fault drawn by the schedule.
