@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"runtime/pprof"
+	"sort"
+	"strconv"
 	"testing"
 	"time"
 
@@ -60,6 +62,39 @@ func TestTraceGraceful(t *testing.T) {
 			s.Close()
 		}
 	}
+}
+
+// TestGracefulRounds runs BENCH_GRACEFUL graceful rounds as the bench's failover
+// section does (one TTL between rounds: the device that released stands off) and
+// prints their median and quartiles: an A/B of the handover alone, without the crash
+// rounds (a diagnostic, not a check; docs/BENCHMARKS.md).
+func TestGracefulRounds(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("BENCH_GRACEFUL"))
+	if n <= 0 {
+		t.Skip("diagnostic: BENCH_GRACEFUL=rounds")
+	}
+	const ttl = 2 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(n)*(ttl+time.Second)+time.Minute)
+	defer cancel()
+	c, err := startCluster(ctx, t.TempDir(), ttl, 100*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ms := make([]float64, 0, n)
+	for range n {
+		d, err := gracefulRound(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, float64(d.Microseconds())/1000)
+		if err := sleepCtx(ctx, ttl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sort.Float64s(ms)
+	t.Logf("graceful rounds %d: median %.2f ms (p25 %.2f, p75 %.2f, min %.2f, max %.2f)",
+		n, ms[n/2], ms[n/4], ms[3*n/4], ms[0], ms[n-1])
 }
 
 func short(ev intentlog.Event) string {
