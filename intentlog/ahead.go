@@ -78,13 +78,12 @@ func (s aheadLogStore) StoreLogs(logs []*raft.Log) error {
 // caller blocks the thread in a write and its fsync. Go's scheduler leaves a P's next
 // and queued goroutines behind a blocking system call until the call returns or its
 // monitor (sysmon, which sleeps up to 10 ms when the process is idle) takes the P
-// back; another P steals them only if it is idle and looking. So the entries sent
-// ahead (spawned just before the leader's write), a follower's answer to the previous
-// AppendEntries (made ready by its Raft loop, which goes on to the next write), or the
-// proposers woken by an apply waited for the write they were meant to overlap: in a
-// graceful handover's trace the sends ahead started 0.4-0.7 ms (median; p90 1.1-2.4
-// ms) after they were spawned, and 0.002-0.011 ms with this yield (p90 0.08-0.18;
-// docs/BENCHMARKS.md).
+// back; another P steals them only if it is idle and looking. The entries sent ahead,
+// spawned just before the leader's write, waited for the write they were meant to
+// overlap: in a graceful handover's trace they started 0.4-0.7 ms (median; p90
+// 1.1-2.4 ms) after they were spawned, and 0.002-0.011 ms with this yield (p90
+// 0.08-0.18; docs/BENCHMARKS.md). Followers yield too, so that one rule covers every
+// write (a follower's answer reaching its leader measured no change either way).
 func yieldBeforeSync() { runtime.Gosched() }
 
 // sendAhead sends logs to every follower that acknowledged, in the leader's current
