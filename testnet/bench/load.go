@@ -42,10 +42,11 @@ func measureLoad(ctx context.Context, o Options, dev *testnet.Device, api string
 	if err := wait.Until(ctx, "no intent pending", func() bool { return log.View().Pending == 0 }); err != nil {
 		return out, fmt.Errorf("draining pending intents: %w", err)
 	}
-	seq0 := log.View().Head.Seq
+	seq0, cpu := log.View().Head.Seq, startCPU()
 	if out.SignedPerSec, out.Signed, err = phase(node.WaitSigned); err != nil {
 		return out, fmt.Errorf("%s, %d clients, signed: %w", api, clients, err)
 	}
+	out.CPUUsPerOp = cpu.perOp(out.Signed.N)
 	if commits := log.View().Head.Seq - seq0; commits > 0 {
 		out.IntentsPerCommit = round1(float64(out.Signed.N) / float64(commits))
 	}

@@ -282,11 +282,12 @@ func runBaseline(ctx context.Context, o Options, dir string, r *Report) error {
 		return err
 	}
 	for _, c := range o.Clients {
+		cpu := startCPU()
 		rate, lats, err := runLoad(ctx, c, o.LoadWindow, func(ctx context.Context, _, _ int) error { return b.Apply(ctx, cmd) })
 		if err != nil {
 			return fmt.Errorf("%d writers: %w", c, err)
 		}
-		r.Baseline = append(r.Baseline, BaselineLoad{Clients: c, AppliedPerSec: round1(rate), Apply: Summarise(lats)})
+		r.Baseline = append(r.Baseline, BaselineLoad{Clients: c, AppliedPerSec: round1(rate), Apply: Summarise(lats), CPUUsPerOp: cpu.perOp(len(lats))})
 		o.progress("baseline %d writers: %.0f/s p50 %.2f ms", c, rate, Summarise(lats).P50Ms)
 	}
 	if !o.Skip[SectionStages] {

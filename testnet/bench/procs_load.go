@@ -65,9 +65,15 @@ func runLoadProcs(ctx context.Context, o Options, pc *testnet.ProcCluster, r *Re
 		if err != nil {
 			return err
 		}
+		var pids []int
+		for _, d := range pc.Devices() {
+			pids = append(pids, pc.Pid(d))
+		}
+		cpu := startCPU(pids...)
 		if l.SignedPerSec, l.Signed, err = phase(node.WaitSigned); err != nil {
 			return fmt.Errorf("procs, %d clients, signed: %w", n, err)
 		}
+		l.CPUUsPerOp = cpu.perOp(l.Signed.N)
 		st1, err := state()
 		if err != nil {
 			return err

@@ -1,6 +1,9 @@
 package bench
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // The table's targets are issue 23's: signed p50 at one client within 1.3x (Go API)
 // and 1.5x (socket) of a raw Raft apply, signed/s at 64 clients at least 1.0x and
@@ -70,5 +73,48 @@ func TestRatiosNotRoundedIntoTarget(t *testing.T) {
 		if x.Name == "crash failover p99 / TTL" && shownValue(x) != "1.00" {
 			t.Errorf("%s shown as %q, want 1.00", x.Name, shownValue(x))
 		}
+	}
+}
+
+// The CPU notes say how many cores signing at the baseline's rate would take, from
+// the CPU each row used per op; rows without a CPU figure (no /proc) or at one client
+// get none.
+func TestCPUNotes(t *testing.T) {
+	r := &Report{Machine: Machine{NumCPU: 2},
+		Baseline: []BaselineLoad{{Clients: 1, AppliedPerSec: 900, CPUUsPerOp: 400}, {Clients: 64, AppliedPerSec: 10000, CPUUsPerOp: 110}},
+		Baton: []BatonLoad{
+			{API: "go", Clients: 1, CPUUsPerOp: 900},
+			{API: "go", Clients: 64, CPUUsPerOp: 250},
+			{API: "socket", Clients: 64},
+		},
+	}
+	notes := cpuNotes(r)
+	want := "go, 64 clients: 250 µs of CPU per intent signed (the baseline 110 per command applied); signing the baseline's 10000 per second would take 2.50 cores of this machine's 2"
+	if len(notes) != 1 || notes[0] != want {
+		t.Fatalf("notes %q, want [%q]", notes, want)
+	}
+	if cpuText(0) != "-" || cpuText(249.6) != "250" {
+		t.Fatalf("cpuText: %q, %q", cpuText(0), cpuText(249.6))
+	}
+}
+
+// The meter sees this process's CPU move (Linux; elsewhere it measures nothing).
+func TestCPUMeter(t *testing.T) {
+	if _, ok := cpuTime(nil); !ok {
+		t.Skip("no /proc/self/stat here: the bench reports no CPU figures")
+	}
+	m := startCPU()
+	deadline := time.Now().Add(10 * time.Second)
+	x := 0
+	for m.perOp(1) == 0 && time.Now().Before(deadline) {
+		for i := 0; i < 1_000_000; i++ {
+			x += i
+		}
+	}
+	if got := m.perOp(1); got <= 0 {
+		t.Fatalf("no CPU seen after spinning (%d)", x)
+	}
+	if got := m.perOp(0); got != 0 {
+		t.Fatalf("per op of no ops: %v, want 0", got)
 	}
 }

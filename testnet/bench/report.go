@@ -60,6 +60,10 @@ type BaselineLoad struct {
 	Clients       int     `json:"clients"`
 	AppliedPerSec float64 `json:"applied_per_s"`
 	Apply         Dist    `json:"apply"`
+	// CPUUsPerOp is the CPU (user and system, every replica and every client: the whole
+	// process) the phase used per command applied, in microseconds (0: not measured,
+	// where there is no /proc).
+	CPUUsPerOp float64 `json:"cpu_us_per_op,omitempty"`
 }
 
 // BatonLoad is baton taking intents from Clients concurrent clients through one API
@@ -76,6 +80,10 @@ type BatonLoad struct {
 	// Entries and Commits count the Raft entries and signed commits the signed phase
 	// produced: intents per entry and per commit show the group commit at work.
 	IntentsPerCommit float64 `json:"intents_per_commit,omitempty"`
+	// CPUUsPerOp is the CPU the signed phase used per intent signed, in microseconds:
+	// every replica and client of the phase (this process; with --procs also the three
+	// device processes). 0: not measured (no /proc).
+	CPUUsPerOp float64 `json:"cpu_us_per_op,omitempty"`
 }
 
 // FailoverResult is the failover drill: hard kills of the holder (separately for a
@@ -153,16 +161,19 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "baton bench: %d x %s, %s; payload %d B, load window %.1fs, TTL %.0f ms, tick %.0f ms\n\n",
 		r.Machine.NumCPU, r.Machine.CPU, r.Machine.GoVersion, r.Settings.PayloadBytes, r.Settings.LoadWindowS, r.Settings.TTLMs, r.Settings.TickMs)
 	if len(r.Baseline) > 0 || len(r.Baton) > 0 || len(r.BatonProcs) > 0 {
-		f("system\tapi\tclients\taccepted/s\tsigned/s\tacc p50\tacc p99\tacc max\tsig p50\tsig p99\tsig max\tintents/commit\t\n")
+		f("system\tapi\tclients\taccepted/s\tsigned/s\tacc p50\tacc p99\tacc max\tsig p50\tsig p99\tsig max\tintents/commit\tcpu µs/op\t\n")
 		for _, b := range r.Baseline {
-			f("raft baseline\ttcp\t%d\t%.0f\t-\t%.2f\t%.2f\t%.2f\t-\t-\t-\t-\t\n", b.Clients, b.AppliedPerSec, b.Apply.P50Ms, b.Apply.P99Ms, b.Apply.MaxMs)
+			f("raft baseline\ttcp\t%d\t%.0f\t-\t%.2f\t%.2f\t%.2f\t-\t-\t-\t-\t%s\t\n", b.Clients, b.AppliedPerSec, b.Apply.P50Ms, b.Apply.P99Ms, b.Apply.MaxMs, cpuText(b.CPUUsPerOp))
 		}
 		for _, b := range append(append([]BatonLoad(nil), r.Baton...), r.BatonProcs...) {
-			f("baton\t%s\t%d\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t\n", b.API, b.Clients, b.AcceptedPerSec, b.SignedPerSec,
-				b.Accepted.P50Ms, b.Accepted.P99Ms, b.Accepted.MaxMs, b.Signed.P50Ms, b.Signed.P99Ms, b.Signed.MaxMs, b.IntentsPerCommit)
+			f("baton\t%s\t%d\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%s\t\n", b.API, b.Clients, b.AcceptedPerSec, b.SignedPerSec,
+				b.Accepted.P50Ms, b.Accepted.P99Ms, b.Accepted.MaxMs, b.Signed.P50Ms, b.Signed.P99Ms, b.Signed.MaxMs, b.IntentsPerCommit, cpuText(b.CPUUsPerOp))
 		}
 		_ = tw.Flush()
-		fmt.Fprintln(w, "(latencies in ms; baseline accepted = applied on the leader)")
+		fmt.Fprintln(w, "(latencies in ms; baseline accepted = applied on the leader; cpu µs/op: the CPU of every replica and client of the phase per command applied (baseline) or intent signed (baton's signed phase))")
+		for _, n := range cpuNotes(r) {
+			fmt.Fprintln(w, "note:", n)
+		}
 		fmt.Fprintln(w)
 	}
 	printStages(w, r.Stages)
@@ -210,6 +221,35 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintln(w, "error:", e)
 	}
 	fmt.Fprintf(w, "elapsed %.1fs\n", r.Elapsed)
+}
+
+// cpuText is a cpu µs/op cell ("-": not measured).
+func cpuText(us float64) string {
+	if us <= 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(us, 'f', 0, 64)
+}
+
+// cpuNotes says, for each baton row with a baseline row of the same client count and
+// both CPU figures, how many of this machine's cores baton would need to sign at the
+// baseline's rate with the CPU it used per intent: above the machine's cores, the
+// throughput target cannot be met on this machine whatever the scheduling.
+func cpuNotes(r *Report) []string {
+	base := map[int]BaselineLoad{}
+	for _, b := range r.Baseline {
+		base[b.Clients] = b
+	}
+	var out []string
+	for _, b := range append(append([]BatonLoad(nil), r.Baton...), r.BatonProcs...) {
+		bl, ok := base[b.Clients]
+		if !ok || b.CPUUsPerOp <= 0 || bl.CPUUsPerOp <= 0 || b.Clients == 1 {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s, %d clients: %.0f µs of CPU per intent signed (the baseline %.0f per command applied); signing the baseline's %.0f per second would take %.2f cores of this machine's %d",
+			b.API, b.Clients, b.CPUUsPerOp, bl.CPUUsPerOp, bl.AppliedPerSec, b.CPUUsPerOp*bl.AppliedPerSec/1e6, r.Machine.NumCPU))
+	}
+	return out
 }
 
 // shownValue is a ratio row's value to two decimals, or whole when two decimals would

@@ -134,3 +134,41 @@ func runAtRest(ctx context.Context, o Options, c *testnet.Cluster, r *Report) er
 	a.Note += "RSS and CPU are the bench process's (three devices in one process, after the load and failover sections; the Go heap keeps what they grew), not per device"
 	return nil
 }
+
+// cpuMeter measures the CPU time (user and system) this process and the processes
+// pids use from its start: the load phases' cpu µs/op. Where /proc cannot tell, it
+// measures nothing (perOp is 0).
+type cpuMeter struct {
+	pids []int
+	t0   time.Duration
+	ok   bool
+}
+
+func startCPU(pids ...int) cpuMeter {
+	t, ok := cpuTime(pids)
+	return cpuMeter{pids: pids, t0: t, ok: ok}
+}
+
+// perOp is the CPU used since startCPU per op, in microseconds, to one decimal.
+func (m cpuMeter) perOp(ops int) float64 {
+	t, ok := cpuTime(m.pids)
+	if !m.ok || !ok || ops <= 0 {
+		return 0
+	}
+	return round1(float64((t - m.t0).Microseconds()) / float64(ops))
+}
+
+func cpuTime(pids []int) (time.Duration, bool) {
+	_, t, err := procUsageAt("/proc/self")
+	if err != nil {
+		return 0, false
+	}
+	for _, p := range pids {
+		_, c, err := pidUsage(p)
+		if err != nil {
+			return 0, false
+		}
+		t += c
+	}
+	return t, true
+}
