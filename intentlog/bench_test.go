@@ -179,12 +179,19 @@ func BenchmarkDedupeBytesPerID(b *testing.B) {
 // BenchmarkApplyCarried64Clients applies commits that carry 32 intents each, with IDs
 // and paths as 64 closed-loop clients send them ("c<client>-<n>", each client its own
 // counter): the shape of baton bench's load at 64 clients, whose intents land in
-// B-tree leaves no other intent of the commit shares. The store is first filled with
+// B-tree leaves no other intent of the commit shares. The other shapes give IDs or
+// paths from one counter, so that commit's keys share leaves: what the scattered
+// dedupe keys and the scattered record paths each cost. The store is first filled with
 // 200,000 remembered intents. ms/commit is one commit's apply; pages-written/commit
 // and nodes/commit are bbolt's counts for it (each page written is one pwrite).
 func BenchmarkApplyCarried64Clients(b *testing.B) {
-	for _, ids := range []string{"per-client", "one-counter"} {
-		b.Run("ids="+ids, func(b *testing.B) {
+	for _, shape := range []struct{ ids, paths string }{
+		{"per-client", "per-client"},
+		{"per-client", "one-counter"},
+		{"one-counter", "one-counter"},
+	} {
+		ids := shape.ids
+		b.Run("ids="+ids+"/paths="+shape.paths, func(b *testing.B) {
 			h := newHarness(b)
 			held(h)
 			value := []byte(strings.Repeat("v", 200))
@@ -203,8 +210,12 @@ func BenchmarkApplyCarried64Clients(b *testing.B) {
 					} else {
 						id = fmt.Sprintf("t%d", total)
 					}
+					path := "bench/" + id
+					if shape.paths == "one-counter" {
+						path = fmt.Sprintf("bench/t%d", total)
+					}
 					total++
-					ops[i] = Intent{ID: id, Op: OpPut, Path: "bench/" + id, Value: value}
+					ops[i] = Intent{ID: id, Op: OpPut, Path: path, Value: value}
 				}
 				if res, _ := h.commitOps(int64(1000+total), ops...); !res.Accepted {
 					b.Fatalf("commit rejected: %s", res.Reason)
