@@ -54,16 +54,19 @@ func runBaton(ctx context.Context, o Options, dir string, r *Report, fail func(s
 	section(SectionLoad, profiled(o, "load.pprof", runLoads), loads)
 	section(SectionFailover, runFailover, time.Duration(o.Rounds)*(3*o.TTL+30*time.Second)+time.Minute)
 	section(SectionRest, runAtRest, o.RestWindow+time.Minute)
-	if o.Procs != "" && !o.Skip[SectionRest] {
+	if o.Procs != "" && (!o.Skip[SectionRest] || !o.Skip[SectionLoad]) {
 		c.Close() // the in-process devices stop: the processes measure alone
-		o.progress("rest over three processes of %s", o.Procs)
-		limit := o.RestWindow + 2*time.Minute
+		o.progress("three processes of %s", o.Procs)
+		limit := 2 * time.Minute
+		if !o.Skip[SectionRest] {
+			limit += o.RestWindow
+		}
 		if !o.Skip[SectionLoad] {
 			limit += time.Duration(2*len(o.Clients)+1)*o.LoadWindow + time.Minute
 		}
 		pctx, cancel := context.WithTimeout(ctx, limit)
 		defer cancel()
-		fail("rest (processes)", runAtRestProcs(pctx, o, o.Procs, filepath.Join(dir, "procs"), r))
+		fail("processes", runProcs(pctx, o, o.Procs, filepath.Join(dir, "procs"), r))
 	}
 }
 

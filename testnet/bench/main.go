@@ -97,7 +97,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	stageRounds := fs.Int("stage-rounds", 0, "traced one-client rounds per API in the stages section (default 300, 30 with --quick)")
 	stageGap := fs.Duration("stage-gap", 0, "pause before each traced round of the stages section (e.g. 6ms: the followers apply the last commit between rounds)")
 	verbose := fs.BoolP("verbose", "v", false, "print progress to stderr")
-	procs := fs.Bool("procs", false, "also measure over three `baton run` processes of this binary: at rest (per-device RSS and CPU) and, unless load is skipped, the load phases through the holder's socket")
+	procs := fs.Bool("procs", false, "also measure over three `baton run` processes of this binary: unless rest is skipped, at rest (per-device RSS and CPU), and unless load is skipped, the load phases through the holder's socket")
 	procsBin := fs.String("baton-bin", "", "with --procs: the baton binary to run (default: this executable)")
 	profile := fs.String("profile", "", "write CPU profiles to `DIR`: load.pprof (this process, the load section) and, with --procs, rest-dN.pprof per process (adds the profiler's cost to the CPU figures)")
 	fs.Usage = func() {

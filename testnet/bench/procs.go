@@ -16,18 +16,15 @@ import (
 	"github.com/batonhq/baton/testnet"
 )
 
-// runAtRestProcs measures an idle cluster of three `baton run` processes of the
-// binary bin (testnet.ProcCluster, without its timeline: nothing polls the
-// processes during the window): per-device RSS and CPU from /proc/<pid>, lease
-// entries from the Raft index, disk of the data dirs. Snapshots are Raft's own here
-// (no API triggers one).
-func runAtRestProcs(ctx context.Context, o Options, bin, dir string, r *Report) error {
-	a := &AtRestResult{WindowS: o.RestWindow.Seconds(), PerDevice: true}
-	r.AtRestProcs = a
+// runProcs starts three `baton run` processes of the binary bin
+// (testnet.ProcCluster, without its timeline: nothing polls the processes during the
+// window) and measures on them what o does not skip: the idle window
+// (runAtRestProcs), then the load phases (runLoadProcs).
+func runProcs(ctx context.Context, o Options, bin, dir string, r *Report) error {
 	pcfg := testnet.ProcsConfig{Bin: bin, Nodes: 3, TTL: o.TTL, Tick: o.Tick,
 		RaftTimeout: -1, Dir: dir, SampleEvery: -1} // production: the binary's default Raft timeouts
 	var pprofAddrs []string
-	if o.Profile != "" {
+	if o.Profile != "" && !o.Skip[SectionRest] {
 		for range 3 {
 			addr, err := freeLoopback()
 			if err != nil {
@@ -46,17 +43,35 @@ func runAtRestProcs(ctx context.Context, o Options, bin, dir string, r *Report) 
 		return err
 	}
 	var h *testnet.Device
-	var st0 node.State
 	if err := wait.Until(ctx, "a holder among the processes with 3 members", func() bool {
 		d, _, ok := pc.Holder()
+		var st node.State
 		if ok {
-			st0, ok = pc.State(d)
+			st, ok = pc.State(d)
 		}
 		h = d
-		return ok && st0.Members == 3
+		return ok && st.Members == 3
 	}); err != nil {
 		return err
 	}
+	if !o.Skip[SectionRest] {
+		if err := runAtRestProcs(ctx, o, pc, h, pprofAddrs, r); err != nil {
+			return err
+		}
+	}
+	if o.Skip[SectionLoad] {
+		return nil
+	}
+	return runLoadProcs(ctx, o, pc, r) // after the window: the idle figures are the idle cluster's
+}
+
+// runAtRestProcs measures the idle processes of pc, h the holder: per-device RSS and
+// CPU from /proc/<pid>, lease entries from the Raft index, disk of the data dirs, and
+// with pprofAddrs a CPU profile of each over the window. Snapshots are Raft's own here
+// (no API triggers one).
+func runAtRestProcs(ctx context.Context, o Options, pc *testnet.ProcCluster, h *testnet.Device, pprofAddrs []string, r *Report) error {
+	a := &AtRestResult{WindowS: o.RestWindow.Seconds(), PerDevice: true}
+	r.AtRestProcs = a
 	// Settle: joins, the first renewals, Go runtime warm-up.
 	if err := sleepCtx(ctx, 3*o.TTL); err != nil {
 		return err
@@ -70,6 +85,7 @@ func runAtRestProcs(ctx context.Context, o Options, bin, dir string, r *Report) 
 	a.DiskAfter = a.DiskBefore
 	cpu0 := make([]time.Duration, len(devs))
 	for i, d := range devs {
+		var err error
 		if _, cpu0[i], err = pidUsage(pc.Pid(d)); err != nil {
 			return err
 		}
@@ -118,10 +134,7 @@ func runAtRestProcs(ctx context.Context, o Options, bin, dir string, r *Report) 
 	a.DiskAfterWindow = a.DiskEnd
 	a.Note = "three `baton run` processes (--procs): RSS and CPU per process from /proc; Raft entries of any kind over the window; " +
 		"disk is before and after the window (no snapshot is forced in this mode)"
-	if o.Skip[SectionLoad] {
-		return nil
-	}
-	return runLoadProcs(ctx, o, pc, r) // after the window: the idle figures are the idle cluster's
+	return nil
 }
 
 func dirsBytes(devs []*testnet.Device) int64 {
