@@ -13,20 +13,18 @@ import (
 	"github.com/batonhq/baton/internal/stages"
 )
 
-func TestMainQuick(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+// runMain runs Main with args and --out, fails the test on a non-zero exit, and
+// returns the table it printed and the report it wrote.
+func runMain(t *testing.T, limit time.Duration, args ...string) (string, Report) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	out := filepath.Join(t.TempDir(), "bench.json")
 	var stdout, stderr bytes.Buffer
-	code := Main(ctx, []string{"--quick", "--load", "300ms", "--window", "2s", "--rounds", "1", "--clients", "1,4", "--ttl", "1s", "--tick", "50ms", "--stage-gap", "2ms", "--dir", t.TempDir(), "--out", out}, &stdout, &stderr)
+	code := Main(ctx, append(args, "--dir", t.TempDir(), "--out", out), &stdout, &stderr)
 	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 	if code != 0 {
 		t.Fatalf("exit %d", code)
-	}
-	for _, want := range []string{"raft baseline", "baton|", "crash, holder was leader", "at rest over", "ratio to baseline"} {
-		if !strings.Contains(stdout.String(), want) {
-			t.Errorf("table lacks %q", want)
-		}
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {
@@ -35,6 +33,16 @@ func TestMainQuick(t *testing.T) {
 	var r Report
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatal(err)
+	}
+	return stdout.String(), r
+}
+
+func TestMainQuick(t *testing.T) {
+	stdout, r := runMain(t, 90*time.Second, "--quick", "--load", "300ms", "--window", "2s", "--rounds", "1", "--clients", "1,4", "--ttl", "1s", "--tick", "50ms", "--stage-gap", "2ms")
+	for _, want := range []string{"raft baseline", "baton|", "crash, holder was leader", "at rest over", "ratio to baseline"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("table lacks %q", want)
+		}
 	}
 	if len(r.Baseline) != 2 || r.Baseline[0].AppliedPerSec <= 0 || r.Baseline[0].Apply.N == 0 {
 		t.Fatalf("baseline = %+v", r.Baseline)
@@ -69,7 +77,7 @@ func TestMainQuick(t *testing.T) {
 		if b.Rounds == 0 || b.Total.N == 0 || !segs["raft: leader log write and fsync"] || !segs["raft: follower log write and fsync"] {
 			t.Errorf("stages %s: %+v", b.API, b)
 		}
-		if b.GapMs != 2 || !strings.Contains(stdout.String(), "traced rounds (each after a 2 ms pause)") {
+		if b.GapMs != 2 || !strings.Contains(stdout, "traced rounds (each after a 2 ms pause)") {
 			t.Errorf("stages %s: gap %v ms, want --stage-gap's 2 in the JSON and the table", b.API, b.GapMs)
 		}
 		if b.API != "raft" && !segs["sign (CBOR, ed25519)"] {

@@ -1,10 +1,6 @@
 package bench
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -20,28 +16,12 @@ func TestMainProcsLoadWithoutRest(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/baton").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	out := filepath.Join(t.TempDir(), "bench.json")
-	var stdout, stderr bytes.Buffer
-	code := Main(ctx, []string{"--quick", "--procs", "--baton-bin", bin, "--skip", "baseline,stages,failover,rest",
-		"--load", "300ms", "--clients", "2", "--ttl", "1s", "--tick", "50ms", "--dir", t.TempDir(), "--out", out}, &stdout, &stderr)
-	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
-	if code != 0 {
-		t.Fatalf("exit %d", code)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r Report
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatal(err)
-	}
+	stdout, r := runMain(t, 120*time.Second, "--quick", "--procs", "--baton-bin", bin, "--skip", "baseline,stages,failover,rest",
+		"--load", "300ms", "--clients", "2", "--ttl", "1s", "--tick", "50ms")
 	if len(r.BatonProcs) != 1 || r.BatonProcs[0].SignedPerSec <= 0 || r.BatonProcs[0].Signed.N == 0 {
 		t.Fatalf("rows over processes = %+v, want one row at 2 clients", r.BatonProcs)
 	}
-	if !strings.Contains(stdout.String(), "socket, 3 processes") {
+	if !strings.Contains(stdout, "socket, 3 processes") {
 		t.Errorf("the table lacks the processes' row")
 	}
 	if r.AtRestProcs != nil {
