@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/internal/testutil"
 	"github.com/batonhq/baton/internal/wait"
 	"github.com/batonhq/baton/signer/node"
 )
@@ -188,7 +189,7 @@ var natModes = []string{"", "", "fully-random"}
 func startNATCluster(t *testing.T, ctx context.Context, n *natNet, nodes int, inviteFrom func(int) int,
 	beforeInvite func(context.Context, *ProcCluster, *Device, *Device) error) *ProcCluster {
 	t.Helper()
-	bin := buildBaton(t)
+	bin := testutil.BatonBinary(t)
 	var pc *ProcCluster
 	var hook func(context.Context, *Device, *Device) error
 	if beforeInvite != nil {

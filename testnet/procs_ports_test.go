@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/batonhq/baton/internal/testutil"
 )
 
 // A child that exits while the harness waits for it fails the wait at once, with its
@@ -15,7 +17,7 @@ func TestProcsDeadChildFailsTheWaitAtOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("procs mode builds and runs the binary")
 	}
-	bin := buildBaton(t)
+	bin := testutil.BatonBinary(t)
 	pc, err := NewProcCluster(ProcsConfig{Bin: bin, Nodes: 2, Dir: t.TempDir(), SampleEvery: -1,
 		Flags: func(i int) []string {
 			if i == 1 {
@@ -52,7 +54,7 @@ func TestProcsPortsDistinctAndStableAcrossRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("procs mode builds and runs the binary")
 	}
-	bin := buildBaton(t)
+	bin := testutil.BatonBinary(t)
 	pc, err := NewProcCluster(ProcsConfig{Bin: bin, Nodes: 3, Dir: t.TempDir(), SampleEvery: -1})
 	if err != nil {
 		t.Fatal(err)

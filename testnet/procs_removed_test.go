@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/batonhq/baton/internal/testutil"
 )
 
 // A device removed (`baton members remove`) while it was down learns it from the
@@ -16,7 +18,7 @@ func TestProcsRemovedWhileDownStopsWithExit3(t *testing.T) {
 	if testing.Short() {
 		t.Skip("procs mode builds and runs the binary")
 	}
-	bin := buildBaton(t)
+	bin := testutil.BatonBinary(t)
 	pc, err := NewProcCluster(ProcsConfig{Bin: bin, Nodes: 3, Dir: t.TempDir(), SampleEvery: -1})
 	if err != nil {
 		t.Fatal(err)

@@ -8,42 +8,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/internal/testutil"
 	"github.com/batonhq/baton/signer/chain"
 	"github.com/batonhq/baton/signer/device"
 )
-
-var (
-	batonOnce sync.Once
-	batonBin  string
-	batonErr  error
-)
-
-// buildBaton builds cmd/baton once per test binary run.
-func buildBaton(t *testing.T) string {
-	t.Helper()
-	batonOnce.Do(func() {
-		dir, err := mkdirTempForBin()
-		if err != nil {
-			batonErr = err
-			return
-		}
-		batonBin = filepath.Join(dir, "baton")
-		out, err := exec.Command("go", "build", "-o", batonBin, "../cmd/baton").CombinedOutput()
-		if err != nil {
-			batonErr = err
-			t.Logf("go build: %s", out)
-		}
-	})
-	if batonErr != nil {
-		t.Fatalf("build baton: %v", batonErr)
-	}
-	return batonBin
-}
 
 func runProcsTest(t *testing.T, scenario string) Report {
 	t.Helper()
@@ -67,7 +39,7 @@ func runProcsFormat(t *testing.T, scenario, format string) (Report, string) {
 	if testing.Short() {
 		t.Skip("procs mode builds and runs the binary")
 	}
-	bin := buildBaton(t)
+	bin := testutil.BatonBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var progress syncBuf
@@ -159,8 +131,6 @@ func TestProcsUnsupportedScenario(t *testing.T) {
 		t.Fatal("missing binary accepted")
 	}
 }
-
-func mkdirTempForBin() (string, error) { return os.MkdirTemp("", "baton-bin-") }
 
 // A process that exited by itself (a node stops after `baton leave`) and was reaped,
 // while the goroutine that closes its exit channel has not run yet: terminate's

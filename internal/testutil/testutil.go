@@ -3,8 +3,12 @@
 package testutil
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -72,4 +76,32 @@ func PSK(tb testing.TB) pnet.PSK {
 // Put returns a put intent with id, at path app.test/<id>, value "v-<id>".
 func Put(id string) intentlog.Intent {
 	return intentlog.Intent{ID: id, Op: intentlog.OpPut, Path: "app.test/" + id, Value: []byte("v-" + id)}
+}
+
+var (
+	batonOnce sync.Once
+	batonBin  string
+	batonErr  error
+)
+
+// BatonBinary builds cmd/baton once per test binary run and returns its path (in a
+// temporary directory of its own, left for the process's lifetime: the tests of one
+// package share it).
+func BatonBinary(tb testing.TB) string {
+	tb.Helper()
+	batonOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "baton-bin-")
+		if err != nil {
+			batonErr = err
+			return
+		}
+		batonBin = filepath.Join(dir, "baton")
+		if out, err := exec.Command("go", "build", "-o", batonBin, "github.com/batonhq/baton/cmd/baton").CombinedOutput(); err != nil {
+			batonErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if batonErr != nil {
+		tb.Fatalf("build baton: %v", batonErr)
+	}
+	return batonBin
 }

@@ -1,21 +1,18 @@
 package bench
 
 import (
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/batonhq/baton/internal/testutil"
 )
 
 // TestMainProcsLoadWithoutRest: --procs measures the load phases over three `baton
 // run` processes unless load is skipped (the flag's help), also when the idle window
 // is skipped. Before, `--skip rest` dropped the processes' load rows without a word.
 func TestMainProcsLoadWithoutRest(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "baton")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/baton").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testutil.BatonBinary(t)
 	stdout, r := runMain(t, 120*time.Second, "--quick", "--procs", "--baton-bin", bin, "--skip", "baseline,stages,failover,rest",
 		"--load", "300ms", "--clients", "2", "--ttl", "1s", "--tick", "50ms")
 	if len(r.BatonProcs) != 1 || r.BatonProcs[0].SignedPerSec <= 0 || r.BatonProcs[0].Signed.N == 0 {
