@@ -67,6 +67,10 @@ type Config struct {
 	// store (hashicorp/raft panics when storing its term fails): it reports its own
 	// errors.
 	OnTerm func(term uint64)
+	// Hold, if set, is called once before Raft starts, with what it starts from;
+	// true starts Raft held: it never campaigns until Log.Unhold (hold.go). An
+	// error from reading the stores fails Open.
+	Hold func(StartState) bool
 	// Mono, if set, is the monotonic clock (the lease's Clock.Mono) with which the
 	// Log notes when each entry was first stored in this replica's Raft log
 	// (StoredAt). nil: no store times are kept.
@@ -123,6 +127,7 @@ type Log struct {
 	once      sync.Once
 	cerr      error
 	done      chan struct{} // closed by Close: stops the halt monitor
+	hold      holdState     // hold.go
 }
 
 // Open starts a Raft node in cfg.Dir over trans. A node with existing state rejoins
@@ -208,6 +213,18 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 		return nil, fmt.Errorf("open: %w", err)
 	}
 	rc.NoSnapshotRestoreOnStart = stateCoversSnapshot(fsm, snaps)
+	var hold holdState
+	if cfg.Hold != nil {
+		st, err := readStartState(sealedLogs, sealedStable, snaps)
+		if err != nil {
+			store.Close()
+			fsm.Close()
+			return nil, fmt.Errorf("open: %w", err)
+		}
+		if cfg.Hold(st) {
+			hold.hold(rc)
+		}
+	}
 	rf := &raftStoreFault{onChange: func() { fsm.notify.publish(nil) }}
 	fsm.stored = newStoreTimes(cfg.Mono)
 	var timed raft.LogStore = faultLogStore{LogStore: stages.LogStore{LogStore: sealedLogs, Who: fsm.who}, f: rf}
@@ -245,6 +262,8 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 	running.Store(r)
 	l := &Log{cfg: cfg, fsm: fsm, raft: r, store: store, snaps: snaps, raftFault: rf, notices: nt,
 		log: cfg.Logger.With("component", "intentlog"), done: make(chan struct{})}
+	l.hold.heartbeat, l.hold.elect = hold.heartbeat, hold.elect
+	l.hold.held.Store(hold.held.Load())
 	l.nudger = newNudger(r.LastIndex, func() {
 		if !l.commitNotice(notices, hdr, logs) {
 			_ = r.Barrier(nudgeTimeout).Error()

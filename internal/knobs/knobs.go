@@ -81,4 +81,8 @@ type Node struct {
 	// it lost the log it had (issue 20 item 3, put back: the founder's restart after a
 	// repair is refused).
 	Rebootstrap bool
+	// FenceFiltersOnly: the fence only filters Raft's messages (issue 38 item 1, put
+	// back): a fenced device's Raft still campaigns (a configuration naming it alone
+	// elects it with no message sent) and its signer loop still claims and signs.
+	FenceFiltersOnly bool
 }

@@ -9,11 +9,16 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/transport"
 )
 
 // The catch-up fence (issue 20 item 2). Raft's safety assumes that what a voter once
@@ -69,6 +74,10 @@ type markDoc struct {
 	ID      string `json:"id"`
 	Term    uint64 `json:"term"`
 	Applied uint64 `json:"applied"`
+	// Members are the other members' p2p multiaddrs (the address book), so that a
+	// restored copy from before some of them joined still admits them: they hold the
+	// history it must catch up with.
+	Members []string `json:"members,omitempty"`
 }
 
 // fence is the state behind the transport wrapper.
@@ -78,11 +87,16 @@ type fence struct {
 	id     string
 
 	off         bool        // the NoFence knob: never armed
+	filtersOnly bool        // the FenceFiltersOnly knob: armed filters messages, holds nothing
 	lost        bool        // the device lost Raft state it had (decide)
 	rebootstrap bool        // the Rebootstrap knob
 	floor       uint64      // refuse votes in terms <= floor, entries of terms < floor
 	armed       atomic.Bool // refuse all votes until caught up
 	target      atomic.Uint64
+
+	// members returns the address book as sorted p2p multiaddrs (nil: not kept,
+	// a node built by New). Set before the node runs.
+	members func() []string
 
 	mu     sync.Mutex
 	reason string
@@ -119,7 +133,7 @@ func MarkRejoin(dir, reason string) error {
 func newFence(cfg Config, id string, logger *slog.Logger) (*fence, error) {
 	f := &fence{logger: logger, path: cfg.markFile(), id: id}
 	if k := cfg.Knobs; k != nil {
-		f.off, f.rebootstrap = k.NoFence, k.Rebootstrap
+		f.off, f.rebootstrap, f.filtersOnly = k.NoFence, k.Rebootstrap, k.FenceFiltersOnly
 	}
 	if f.path == "" {
 		return f, nil
@@ -147,8 +161,12 @@ func newFence(cfg Config, id string, logger *slog.Logger) (*fence, error) {
 }
 
 // decide raises the fence when the log this device starts from is behind what it had
-// (called once Raft is open, before the wrapper delivers its first message).
-func (f *fence) decide(dir string, lastIndex, term uint64) {
+// (intentlog.Config.Hold: called before Raft runs, and so before the wrapper delivers
+// its first message). It reports whether Raft must start held: a fenced device never
+// campaigns, whatever its configuration says (one that names this device alone would
+// elect it with no message for the wrapper to refuse).
+func (f *fence) decide(dir string, st intentlog.StartState) (hold bool) {
+	lastIndex, term := st.LastIndex, st.Term
 	var why string
 	if _, err := os.Stat(filepath.Join(dir, RejoinFile)); err == nil {
 		why = "its Raft log was repaired (baton repair)"
@@ -165,18 +183,30 @@ func (f *fence) decide(dir string, lastIndex, term uint64) {
 		why = fmt.Sprintf("its Raft term is %d, but it had reached term %d (%s): a restored older copy?", term, f.mark.Term, f.path)
 	}
 	if why == "" {
-		return
+		return false
 	}
 	f.lost = true
 	if f.off {
-		return
+		return false
 	}
 	f.mu.Lock()
 	f.reason = why
 	f.mu.Unlock()
 	f.armed.Store(true)
-	f.logger.Warn("this device lost Raft state it had: it does not vote until it has caught up with the cluster", "why", why,
-		"term_floor", f.floor)
+	f.logger.Warn("this device lost Raft state it had: it neither votes, campaigns, claims nor signs until it has caught up with the cluster",
+		"why", why, "term_floor", f.floor, "raft_voters", len(st.Voters))
+	return !f.filtersOnly
+}
+
+// guards reports whether the fence is up and guards the acts (campaign, claim,
+// signature) as well as the messages; its reason when it does.
+func (f *fence) guards() (bool, string) {
+	if f == nil || f.filtersOnly || !f.armed.Load() {
+		return false, ""
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return true, f.reason
 }
 
 // state is State.Rejoin (nil when the fence is down).
@@ -210,19 +240,35 @@ func (f *fence) sawTerm(term uint64) {
 	f.writeLocked(m)
 }
 
-// applied records an applied index in the mark (once a tick at most).
+// applied records an applied index, and the address book when it changed, in the
+// mark (once a tick at most).
 func (f *fence) applied(idx uint64) {
 	if f.path == "" {
 		return
 	}
+	var ms []string
+	if f.members != nil {
+		ms = f.members()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if idx <= f.mark.Applied {
+	if idx <= f.mark.Applied && (f.members == nil || slices.Equal(ms, f.mark.Members)) {
 		return
 	}
 	m := f.mark
-	m.Applied = idx
+	m.Applied = max(idx, m.Applied)
+	if f.members != nil {
+		m.Members = ms
+	}
 	f.writeLocked(m)
+}
+
+// markMembers returns the members the mark names (for a fenced start: see
+// Node.admitMarkMembers).
+func (f *fence) markMembers() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.mark.Members)
 }
 
 func (f *fence) writeLocked(m markDoc) {
@@ -280,6 +326,13 @@ func (f *fence) filter(rpc raft.RPC) bool {
 				term = f.floor + 1
 			}
 			rpc.Respond(&raft.RequestPreVoteResponse{RPCHeader: header(), Term: term, Granted: false}, nil)
+			return true
+		}
+	case *raft.TimeoutNowRequest:
+		// A leadership transfer's order to campaign at once: the one way into
+		// candidacy besides the follower's timeout, which the hold keeps from firing.
+		if f.armed.Load() && !f.filtersOnly {
+			rpc.Respond(nil, errFenced)
 			return true
 		}
 	case *raft.AppendEntriesRequest:
@@ -419,7 +472,10 @@ func (n *Node) keepFence() {
 				}
 				f.applied(applied)
 				f.armed.Store(false)
-				n.logger.Info("caught up with the cluster: this device votes again", "applied", applied)
+				if err := n.log.Unhold(); err != nil {
+					n.logger.Error("could not let Raft campaign again", "err", err)
+				}
+				n.logger.Info("caught up with the cluster: this device votes, campaigns and signs again", "applied", applied)
 			}
 		} else {
 			f.applied(applied)
@@ -458,6 +514,54 @@ func (n *Node) rejoinOrFresh(others int) bool {
 		return false
 	}
 	n.fence.armed.Store(false)
+	if err := n.log.Unhold(); err != nil {
+		n.logger.Error("could not let Raft campaign again", "err", err)
+	}
 	n.logger.Warn("this device lost its Raft log and knows no other member: no one can re-sync it")
 	return true
+}
+
+// admitMarkMembers admits, on a fenced start, the members the mark names that the
+// address book lacks: a data dir restored from before they joined knows none of
+// them, and its gater would refuse the very devices that hold the history it must
+// catch up with.
+func (n *Node) admitMarkMembers() {
+	if !n.fence.armed.Load() || n.host == nil {
+		return
+	}
+	known := map[peer.ID]bool{}
+	for _, m := range n.host.Members() {
+		known[m.ID] = true
+	}
+	infos, err := transport.ParseSeeds(n.fence.markMembers())
+	if err != nil {
+		n.logger.Warn("the mark's members are unreadable; the restored copy admits only the members it knows", "err", err)
+		return
+	}
+	for _, ai := range infos {
+		if known[ai.ID] || ai.ID.String() == n.id {
+			continue
+		}
+		if err := n.host.AddMember(ai); err != nil {
+			n.logger.Warn("could not admit a member the mark names", "peer", ai.ID, "err", err)
+			continue
+		}
+		n.logger.Info("admitted a member the mark names (the restored copy did not know it)", "peer", ai.ID)
+	}
+}
+
+// p2pAddrs returns the members' p2p multiaddrs, sorted.
+func p2pAddrs(ms []peer.AddrInfo) []string {
+	var out []string
+	for _, m := range ms {
+		as, err := peer.AddrInfoToP2pAddrs(&m)
+		if err != nil {
+			continue
+		}
+		for _, a := range as {
+			out = append(out, a.String())
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/batonhq/baton/intentlog"
 )
 
 // TestTermRaftNeverStoredDoesNotFence: the mark keeps the terms Raft stored, not the
@@ -40,7 +42,7 @@ func TestTermRaftNeverStoredDoesNotFence(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g.decide(cfg.DataDir, 10, 3) // its log: entries up to 10, term 3
+		g.decide(cfg.DataDir, intentlog.StartState{LastIndex: 10, Term: 3}) // its log: entries up to 10, term 3
 		return g
 	}
 	if g := restart(); g.armed.Load() {

@@ -48,6 +48,9 @@ func (n *Node) Health() error {
 	if err := n.log.Fault(); err != nil {
 		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
+	if up, why := n.fence.guards(); up {
+		return fmt.Errorf("%w: %s", ErrCatchingUp, why)
+	}
 	return nil
 }
 

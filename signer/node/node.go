@@ -189,6 +189,8 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("start: %w", err)
 	}
 	n.host, n.cluster = host, cluster
+	n.fence.members = func() []string { return p2pAddrs(host.Members()) }
+	n.admitMarkMembers()
 	fresh := n.rejoinOrFresh(len(host.Members()))
 	if err := n.checkIdentity(fresh && cfg.Bootstrap); err != nil {
 		_ = n.Kill()
@@ -329,13 +331,14 @@ func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err er
 	go fenced.run(n.ctx)
 	n.log, err = intentlog.Open(intentlog.Config{Dir: cfg.DataDir, LocalID: raft.ServerID(parts.ID),
 		Verify: signer.Verifier(""), Logger: n.logger, Raft: withRaftLogger(cfg.Raft, newRaftLogger(n.logger, cfg.RaftLogLevel)), Knobs: cfg.intentlogKnobs(),
-		OnTerm: n.fence.sawTerm, Mono: cfg.Clock.Mono}, fenced)
+		OnTerm: n.fence.sawTerm, Mono: cfg.Clock.Mono,
+		Hold: func(st intentlog.StartState) bool { return n.fence.decide(cfg.DataDir, st) }}, fenced)
 	if err != nil {
 		return nil, fmt.Errorf("intent log: %w", err)
 	}
 	closers = append(closers, n.log.Close)
-	// Raft runs, but gets no message before the fence is decided.
-	n.fence.decide(cfg.DataDir, n.log.Raft().LastIndex(), n.log.Raft().CurrentTerm())
+	// Raft runs (held if the fence is up: Hold), but got no message before the fence
+	// was decided.
 	fenced.release()
 	n.net, err = parts.Net(n.log.Raft(), n.afterStart(Handlers{Apply: n.applyOnLeader, Barrier: n.barrierOnLeader, Call: n.handleCall}))
 	if err != nil {
@@ -686,6 +689,11 @@ func (n *Node) Steal(ctx context.Context, reason string) error {
 	}
 	if n.cfg.ChainKey == nil {
 		return fmt.Errorf("%w: this device has no chain key and cannot sign", ErrConflict)
+	}
+	// The signer loop asks the same before each of its lease writes: a device that
+	// may not sign (catching up, diverged, a storage fault) takes no lease either.
+	if err := n.Health(); err != nil {
+		return fmt.Errorf("steal: this device may not sign: %w", err)
 	}
 	before := n.log.View()
 	d := n.lease.Decide()

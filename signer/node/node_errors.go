@@ -59,6 +59,10 @@ var (
 	// ErrStorage: this replica cannot read or write its storage (a corrupt file, a
 	// full disk); intentlog's FaultError says which file and index.
 	ErrStorage = errors.New("node: storage fault")
+	// ErrCatchingUp: this device lost Raft state it had (a repair, a lost raft.db, a
+	// restored older copy) and neither votes, campaigns, claims nor signs until it has
+	// caught up with the cluster (State.Rejoin says how far it is).
+	ErrCatchingUp = errors.New("node: catching up after lost Raft state")
 	// ErrInternal: anything else.
 	ErrInternal = errors.New("node: internal error")
 )

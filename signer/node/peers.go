@@ -55,11 +55,9 @@ type QuorumState struct {
 	LeaderlessMs int64 `json:"leaderless_ms,omitempty"`
 }
 
-// raftTimeouts returns Raft's heartbeat and election timeouts.
-func (n *Node) raftTimeouts() (hb, el time.Duration) {
-	rc := n.log.Raft().ReloadableConfig()
-	return rc.HeartbeatTimeout, rc.ElectionTimeout
-}
+// raftTimeouts returns Raft's heartbeat and election timeouts (as configured, also
+// while the fence holds Raft's campaign).
+func (n *Node) raftTimeouts() (hb, el time.Duration) { return n.log.RaftTimeouts() }
 
 // Peers returns every member of the Raft configuration with its reachability (nil
 // for a node built by New, which has no libp2p cluster). It reads local state only.

@@ -1,0 +1,106 @@
+package node
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/batonhq/baton/internal/testutil"
+)
+
+// keepPorts makes cfg's restarts listen where n does now, as a device does: the
+// others know its addresses.
+func keepPorts(cfg *Config, n *Node) {
+	cfg.ListenAddrs = nil
+	for _, a := range n.Addrs() {
+		cfg.ListenAddrs = append(cfg.ListenAddrs, strings.Split(a, "/p2p/")[0])
+	}
+}
+
+// Issue 38 item 1: the founder's backup from before the others joined, restored in
+// place (the mark beside the data dir survives) while the others are up. Its Raft
+// configuration names only itself: hashicorp/raft elects it with no message sent, so
+// the fence's filter never saw that election, and the restored device signed a second
+// seq 2 within seconds. A fenced device must neither lead, claim nor sign, whatever
+// its configuration says; the acknowledged seq 2 stays the only one.
+func TestRestoredFounderBackupNeverLeadsAlone(t *testing.T) {
+	psk, key, root := testutil.PSK(t), testutil.Key(t, 38), t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cfg0 := nodeConfig(t, filepath.Join(root, "n0"), psk, key)
+	cfg0.Bootstrap = true
+	n0 := startNode(t, cfg0)
+	testutil.WaitFor(t, 10*time.Second, "the founder holds", n0.Holds)
+	if _, err := n0.Submit(ctx, testutil.Put("alone-1"), WaitSigned); err != nil {
+		t.Fatal(err)
+	}
+	keepPorts(&cfg0, n0)
+	if err := n0.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(t.TempDir(), "backup")
+	copyTree(t, cfg0.DataDir, backup) // a backup from before anyone joined
+
+	n0 = startNode(t, cfg0)
+	nodes := joinTwo(t, root, psk, key, n0)
+	res, err := holderOf(nodes...).Submit(ctx, testutil.Put("three-2"), WaitSigned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Seq != 2 {
+		t.Fatalf("the intent after the joins is seq %d, want 2", res.Seq)
+	}
+	acked := commitHashAt(nodes[0], 2)
+	testutil.WaitFor(t, 10*time.Second, "seq 2 on all three", func() bool {
+		return commitHashAt(nodes[1], 2) == acked && commitHashAt(nodes[2], 2) == acked
+	})
+
+	// Restore the backup in place; n1 and n2 stay up.
+	if err := nodes[0].Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(cfg0.DataDir); err != nil {
+		t.Fatal(err)
+	}
+	copyTree(t, backup, cfg0.DataDir)
+	restored := startNode(t, cfg0)
+	if restored.State().Rejoin == nil {
+		t.Fatal("the restored founder is not fenced")
+	}
+	// It is asked to sign, as a user would, and watched for longer than it took on
+	// the old code (within 8 s): three TTLs, and its Raft election timeouts many times.
+	go func() {
+		sctx, scancel := context.WithTimeout(ctx, 6*nodeTTL)
+		defer scancel()
+		_, _ = restored.Submit(sctx, testutil.Put("restored-2"), WaitSigned)
+	}()
+	deadline := time.Now().Add(6 * nodeTTL)
+	for time.Now().Before(deadline) {
+		st := restored.State()
+		fenced := st.Rejoin != nil
+		if fenced && restored.log.Raft().State() == raft.Leader {
+			t.Fatal("the fenced founder leads Raft")
+		}
+		if fenced && restored.Holds() {
+			t.Fatal("the fenced founder holds the lease")
+		}
+		if fenced && (st.Healthy || !strings.Contains(st.Problem, "catching up")) {
+			t.Fatalf("the fenced founder reports healthy=%v problem=%q, want a catching-up problem", st.Healthy, st.Problem)
+		}
+		for _, n := range []*Node{restored, nodes[1], nodes[2]} {
+			if h := commitHashAt(n, 2); h != "" && h != acked {
+				t.Fatalf("%s applied a second seq 2: %s, acknowledged %s", n.ID(), h, acked)
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // a poll of state, not a synchronisation
+	}
+	// One history: the restored device catches up with the others' and votes again.
+	testutil.WaitFor(t, 30*time.Second, "the restored founder caught up", func() bool {
+		return restored.State().Rejoin == nil && commitHashAt(restored, 2) == acked
+	})
+}
