@@ -60,7 +60,10 @@ type FaultError struct {
 }
 
 func (e *FaultError) Error() string {
+	var rw *RewriteError
 	switch {
+	case errors.As(e.Err, &rw):
+		return rw.Error()
 	case e.Halted && e.File == RaftFile:
 		return fmt.Sprintf("%s: log entry at index %d is corrupt: %v; this replica has stopped applying (the other replicas' copies are most likely fine): run baton repair to resync it from them", e.File, e.Index, e.Err)
 	case e.Halted:

@@ -253,7 +253,7 @@ func Open(cfg Config, trans raft.Transport) (*Log, error) {
 	}
 	raftLogs := aheadLogStore{LogStore: logs, n: nt, off: kn.NoSendAhead, r: &running, header: hdr,
 		before: kn.BeforeLeaderStore, pre: fsm.pre} // ahead.go
-	r, err := raft.NewRaft(rc, fsm, raftLogs, faultStableStore{StableStore: termHookStore{sealedStable, cfg.OnTerm}, f: rf}, snaps, trans)
+	r, err := raft.NewRaft(rc, fsm, rewriteGuard{LogStore: raftLogs, fsm: fsm, verify: cfg.Verify}, faultStableStore{StableStore: termHookStore{sealedStable, cfg.OnTerm}, f: rf}, snaps, trans)
 	if err != nil {
 		store.Close()
 		fsm.Close()

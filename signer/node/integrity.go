@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/batonhq/baton/intentlog"
 )
 
 // A replica can stop being trustworthy three ways: its storage fails or is corrupt
@@ -46,6 +48,9 @@ func (n *Node) Health() error {
 		return *p
 	}
 	if err := n.log.Fault(); err != nil {
+		if errors.Is(err, intentlog.ErrRewrite) { // the leader's history differs from the one applied here
+			return fmt.Errorf("%w: %w", ErrDiverged, err)
+		}
 		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	if up, why := n.fence.guards(); up {

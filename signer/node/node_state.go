@@ -2,6 +2,7 @@ package node
 
 import (
 	"encoding/hex"
+	"errors"
 	"time"
 
 	"github.com/batonhq/baton/election"
@@ -25,6 +26,10 @@ type State struct {
 	// and how to recover.
 	Healthy bool   `json:"healthy"`
 	Problem string `json:"problem,omitempty"`
+	// ProblemKind names Problem's kind: "catching_up" (a restored or repaired device
+	// that has not caught up), "diverged" (its history or state differs from the
+	// others': the alarm), "storage", "identity" or "other".
+	ProblemKind string `json:"problem_kind,omitempty"`
 	// Defect is a fault of baton itself this device saw that does not stop it
 	// signing (the first commit its loop signed that the apply refused for its
 	// content; see Node.Defect): report it.
@@ -121,7 +126,7 @@ func (n *Node) State() State {
 	st := State{ID: n.ID(), Chain: n.cfg.Chain, Signer: n.cfg.ChainKey != nil,
 		Pending: v.Pending, Bytes: v.PendingBytes, Healthy: true}
 	if err := n.Health(); err != nil {
-		st.Healthy, st.Problem = false, err.Error()
+		st.Healthy, st.Problem, st.ProblemKind = false, err.Error(), problemKind(err)
 	}
 	if err := n.Defect(); err != nil {
 		st.Defect = err.Error()
@@ -185,4 +190,19 @@ func (n *Node) State() State {
 		}
 	}
 	return st
+}
+
+// problemKind is State.ProblemKind for Health's error.
+func problemKind(err error) string {
+	switch {
+	case errors.Is(err, ErrCatchingUp):
+		return "catching_up"
+	case errors.Is(err, ErrDiverged):
+		return "diverged"
+	case errors.Is(err, ErrStorage):
+		return "storage"
+	case errors.Is(err, ErrIdentity):
+		return "identity"
+	}
+	return "other"
 }
