@@ -104,3 +104,81 @@ func TestRestoredFounderBackupNeverLeadsAlone(t *testing.T) {
 		return restored.State().Rejoin == nil && commitHashAt(restored, 2) == acked
 	})
 }
+
+// Issue 38 item 3: what cannot be prevented is loud. n1 is copied whole (its data dir
+// and its mark: a whole-disk backup) while n2 is down, so nothing remembers what the
+// copy forgets; seq 2 is acknowledged by n0 and n1; n0 and n1 stop; n1 is restored
+// whole and starts with n2, and they sign another seq 2. When n0 returns, Raft asks
+// it to replace its applied seq 2 with theirs. On d880b4d it kept its own seq 2
+// beside theirs and nothing said so; it must keep its history and halt with an
+// alarm that names the seq signed twice.
+func TestWholeRestoreForkIsLoud(t *testing.T) {
+	cfgs, nodes, _ := threeNodes(t, 39)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if _, err := nodes[0].Submit(ctx, testutil.Put("one"), WaitSigned); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "seq 1 everywhere", func() bool {
+		return commitHashAt(nodes[1], 1) != "" && commitHashAt(nodes[2], 1) != ""
+	})
+	if err := nodes[1].Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(t.TempDir(), "backup")
+	copyTree(t, cfgs[1].DataDir, backup)
+	mark, err := os.ReadFile(cfgs[1].DataDir + MarkSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes[1] = startNode(t, cfgs[1])
+	if err := nodes[2].Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := holderOf(nodes...).Submit(ctx, testutil.Put("two"), WaitSigned)
+	if err != nil || res.Seq != 2 {
+		t.Fatalf("seq 2 with n2 down: %+v %v", res, err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "seq 2 on n1", func() bool { return commitHashAt(nodes[1], 2) == res.Hash })
+	for _, i := range []int{0, 1} {
+		if err := nodes[i].Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.RemoveAll(cfgs[1].DataDir); err != nil {
+		t.Fatal(err)
+	}
+	copyTree(t, backup, cfgs[1].DataDir)
+	if err := os.WriteFile(cfgs[1].DataDir+MarkSuffix, mark, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nodes[1], nodes[2] = startNode(t, cfgs[1]), startNode(t, cfgs[2])
+	other, err := func() (SubmitResult, error) {
+		for {
+			h := holderOf(nodes[1], nodes[2])
+			if h == nil {
+				if ctx.Err() != nil {
+					return SubmitResult{}, ctx.Err()
+				}
+				time.Sleep(20 * time.Millisecond) // a poll for a holder
+				continue
+			}
+			return h.Submit(ctx, testutil.Put("other-two"), WaitSigned)
+		}
+	}()
+	if err != nil || other.Seq != 2 || other.Hash == res.Hash {
+		t.Skipf("the stale pair did not sign another seq 2 (%+v, %v): the scenario did not fork", other, err)
+	}
+	nodes[0] = startNode(t, cfgs[0])
+	testutil.WaitFor(t, 30*time.Second, "n0's alarm", func() bool {
+		return nodes[0].State().ProblemKind == "diverged"
+	})
+	st := nodes[0].State()
+	t.Logf("n0: %s", st.Problem)
+	if !strings.Contains(st.Problem, "seqs 2") && !strings.Contains(st.Problem, "seq 2") {
+		t.Fatalf("the alarm does not name seq 2: %s", st.Problem)
+	}
+	if h := commitHashAt(nodes[0], 2); h != res.Hash {
+		t.Fatalf("n0's applied seq 2 is %q now, want its own %s kept", h, res.Hash)
+	}
+}
