@@ -43,7 +43,8 @@ import (
 //     instead of forking.
 //   - the mark: a small file outside the data dir (MarkFile, default <DataDir>.mark)
 //     keeps the highest Raft term this device has stored (written just before Raft
-//     stores a higher one as its current term: intentlog.Config.OnTerm) and an applied index (written once per tick). A data dir found
+//     stores a higher one as its current term: intentlog.Config.OnTerm) and the highest
+//     index it stored and knew committed (written once per tick; knownCommitted). A data dir found
 //     behind its mark (a restored older copy, a lost raft.db) raises the fence; the
 //     mark's term becomes a floor: no vote in a term at or below it (the copy may have
 //     forgotten a vote there) and no entries from a leader of an older term (the copy
@@ -71,8 +72,10 @@ type RejoinState struct {
 
 // markDoc is the content of the mark file.
 type markDoc struct {
-	ID      string `json:"id"`
-	Term    uint64 `json:"term"`
+	ID   string `json:"id"`
+	Term uint64 `json:"term"`
+	// Applied is the highest index this device stored and knew committed (the name
+	// is the file format's: before issue 38 it was the applied index).
 	Applied uint64 `json:"applied"`
 	// Members are the other members' p2p multiaddrs (the address book), so that a
 	// restored copy from before some of them joined still admits them: they hold the
@@ -178,7 +181,7 @@ func (f *fence) decide(dir string, st intentlog.StartState) (hold bool) {
 	case lastIndex == 0 && f.mark.Term > 0:
 		why = fmt.Sprintf("its raft.db is gone, but %s says it reached term %d", f.path, f.mark.Term)
 	case lastIndex < f.mark.Applied:
-		why = fmt.Sprintf("its Raft log ends at index %d, but it had applied %d (%s): a restored older copy?", lastIndex, f.mark.Applied, f.path)
+		why = fmt.Sprintf("its Raft log ends at index %d, but it had stored entries up to %d known committed (%s): a restored older copy?", lastIndex, f.mark.Applied, f.path)
 	case term < f.mark.Term:
 		why = fmt.Sprintf("its Raft term is %d, but it had reached term %d (%s): a restored older copy?", term, f.mark.Term, f.path)
 	}
@@ -478,7 +481,7 @@ func (n *Node) keepFence() {
 				n.logger.Info("caught up with the cluster: this device votes, campaigns and signs again", "applied", applied)
 			}
 		} else {
-			f.applied(applied)
+			f.applied(n.knownCommitted())
 		}
 		var watch <-chan struct{} // only the catch-up waits on applies; the mark is written once a tick at most
 		if f.armed.Load() && f.target.Load() != 0 {
@@ -564,4 +567,14 @@ func p2pAddrs(ms []peer.AddrInfo) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// knownCommitted is what the mark records as Applied: the highest index this device
+// stored and knows committed (Raft's commit index, which a follower caps at its own
+// last index), at least its applied index. Raft's safety rests on the entries a
+// device acknowledged, and the applied index can lag them for longer than a tick
+// (an apply halted on a fault, a slow state store).
+func (n *Node) knownCommitted() uint64 {
+	r := n.log.Raft()
+	return max(r.AppliedIndex(), r.CommitIndex())
 }

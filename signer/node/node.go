@@ -837,7 +837,7 @@ func (n *Node) Stop(ctx context.Context) error {
 		n.handOffLeadership(ctx)
 		n.stopErr = n.shutdown(ctx)
 		if !n.fence.armed.Load() {
-			n.fence.applied(n.log.Raft().AppliedIndex()) // a clean stop leaves the mark current
+			n.fence.applied(n.knownCommitted()) // a clean stop leaves the mark current
 		}
 		n.logger.Info("node stopped")
 	})
