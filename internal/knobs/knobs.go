@@ -85,4 +85,8 @@ type Node struct {
 	// back): a fenced device's Raft still campaigns (a configuration naming it alone
 	// elects it with no message sent) and its signer loop still claims and signs.
 	FenceFiltersOnly bool
+	// NoPeerMemory: a starting device does not ask the members what they remember
+	// of it (issue 38 item 2, put back): a restore that rolled back the mark too is
+	// not recognised.
+	NoPeerMemory bool
 }

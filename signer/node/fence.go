@@ -89,12 +89,15 @@ type fence struct {
 	path   string // the mark file ("" disables the mark)
 	id     string
 
-	off         bool        // the NoFence knob: never armed
-	filtersOnly bool        // the FenceFiltersOnly knob: armed filters messages, holds nothing
-	lost        bool        // the device lost Raft state it had (decide)
-	rebootstrap bool        // the Rebootstrap knob
-	floor       uint64      // refuse votes in terms <= floor, entries of terms < floor
-	armed       atomic.Bool // refuse all votes until caught up
+	off         bool                 // the NoFence knob: never armed
+	filtersOnly bool                 // the FenceFiltersOnly knob: armed filters messages, holds nothing
+	noMemory    bool                 // the NoPeerMemory knob: the members are not asked at start
+	start       intentlog.StartState // what Raft started from (decide)
+	lost        bool                 // the device lost Raft state it had (decide)
+	rebootstrap bool                 // the Rebootstrap knob
+	floor       atomic.Uint64        // refuse votes in terms <= floor, entries of terms < floor
+	pending     atomic.Bool          // asking the members what they remember of this device (peermemory.go)
+	armed       atomic.Bool          // refuse all votes until caught up
 	target      atomic.Uint64
 
 	// members returns the address book as sorted p2p multiaddrs (nil: not kept,
@@ -136,7 +139,7 @@ func MarkRejoin(dir, reason string) error {
 func newFence(cfg Config, id string, logger *slog.Logger) (*fence, error) {
 	f := &fence{logger: logger, path: cfg.markFile(), id: id}
 	if k := cfg.Knobs; k != nil {
-		f.off, f.rebootstrap, f.filtersOnly = k.NoFence, k.Rebootstrap, k.FenceFiltersOnly
+		f.off, f.rebootstrap, f.filtersOnly, f.noMemory = k.NoFence, k.Rebootstrap, k.FenceFiltersOnly, k.NoPeerMemory
 	}
 	if f.path == "" {
 		return f, nil
@@ -159,7 +162,7 @@ func newFence(cfg Config, id string, logger *slog.Logger) (*fence, error) {
 		m = markDoc{ID: id}
 	}
 	f.mark = m
-	f.floor = m.Term
+	f.floor.Store(m.Term)
 	return f, nil
 }
 
@@ -185,7 +188,14 @@ func (f *fence) decide(dir string, st intentlog.StartState) (hold bool) {
 	case term < f.mark.Term:
 		why = fmt.Sprintf("its Raft term is %d, but it had reached term %d (%s): a restored older copy?", term, f.mark.Term, f.path)
 	}
+	f.start = st
 	if why == "" {
+		// Knowing other voters, it asks them what they remember of it before it
+		// votes or campaigns (peermemory.go).
+		if !f.off && !f.filtersOnly && !f.noMemory && slices.ContainsFunc(st.Voters, func(v raft.ServerID) bool { return string(v) != f.id }) {
+			f.pending.Store(true)
+			return true
+		}
 		return false
 	}
 	f.lost = true
@@ -197,7 +207,7 @@ func (f *fence) decide(dir string, st intentlog.StartState) (hold bool) {
 	f.mu.Unlock()
 	f.armed.Store(true)
 	f.logger.Warn("this device lost Raft state it had: it neither votes, campaigns, claims nor signs until it has caught up with the cluster",
-		"why", why, "term_floor", f.floor, "raft_voters", len(st.Voters))
+		"why", why, "term_floor", f.floor.Load(), "raft_voters", len(st.Voters))
 	return !f.filtersOnly
 }
 
@@ -307,14 +317,16 @@ func writeSynced(p string, b []byte) error {
 }
 
 // refuseVote reports whether a (pre-)vote request for term must be refused.
-func (f *fence) refuseVote(term uint64) bool { return f.armed.Load() || term <= f.floor }
+func (f *fence) refuseVote(term uint64) bool {
+	return f.armed.Load() || f.pending.Load() || term <= f.floor.Load()
+}
 
 // filter answers an RPC itself when a guard refuses it (true), else lets Raft have it.
 func (f *fence) filter(rpc raft.RPC) bool {
 	switch req := rpc.Command.(type) {
 	case *raft.RequestVoteRequest:
 		if f.refuseVote(req.Term) {
-			rpc.Respond(&raft.RequestVoteResponse{RPCHeader: header(), Term: max(req.Term, f.floor), Granted: false}, nil)
+			rpc.Respond(&raft.RequestVoteResponse{RPCHeader: header(), Term: max(req.Term, f.floor.Load()), Granted: false}, nil)
 			return true
 		}
 	case *raft.RequestPreVoteRequest:
@@ -325,8 +337,8 @@ func (f *fence) filter(rpc raft.RPC) bool {
 			// only a term above the one it asked for; answered with the floor
 			// itself, a candidate asking for that term asked for it for ever.
 			term := req.Term - 1
-			if req.Term <= f.floor {
-				term = f.floor + 1
+			if floor := f.floor.Load(); req.Term <= floor {
+				term = floor + 1
 			}
 			rpc.Respond(&raft.RequestPreVoteResponse{RPCHeader: header(), Term: term, Granted: false}, nil)
 			return true
@@ -334,13 +346,13 @@ func (f *fence) filter(rpc raft.RPC) bool {
 	case *raft.TimeoutNowRequest:
 		// A leadership transfer's order to campaign at once: the one way into
 		// candidacy besides the follower's timeout, which the hold keeps from firing.
-		if f.armed.Load() && !f.filtersOnly {
+		if (f.armed.Load() || f.pending.Load()) && !f.filtersOnly {
 			rpc.Respond(nil, errFenced)
 			return true
 		}
 	case *raft.AppendEntriesRequest:
-		if req.Term < f.floor {
-			rpc.Respond(&raft.AppendEntriesResponse{RPCHeader: header(), Term: f.floor, Success: false}, nil)
+		if floor := f.floor.Load(); req.Term < floor {
+			rpc.Respond(&raft.AppendEntriesResponse{RPCHeader: header(), Term: floor, Success: false}, nil)
 			return true
 		}
 	}
@@ -577,4 +589,24 @@ func p2pAddrs(ms []peer.AddrInfo) []string {
 func (n *Node) knownCommitted() uint64 {
 	r := n.log.Raft()
 	return max(r.AppliedIndex(), r.CommitIndex())
+}
+
+// restoredPerPeers raises the fence on what a member remembers of this device
+// (peermemory.go): term becomes a vote floor.
+func (f *fence) restoredPerPeers(why string, term uint64) {
+	if f.off || f.filtersOnly {
+		return
+	}
+	for {
+		fl := f.floor.Load()
+		if term <= fl || f.floor.CompareAndSwap(fl, term) {
+			break
+		}
+	}
+	f.mu.Lock()
+	f.reason = why
+	f.mu.Unlock()
+	f.armed.Store(true)
+	f.logger.Warn("this device lost Raft state it had: it neither votes, campaigns, claims nor signs until it has caught up with the cluster",
+		"why", why, "term_floor", f.floor.Load())
 }

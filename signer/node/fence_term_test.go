@@ -74,12 +74,12 @@ func TestFloorRefusalMovesPreVoteCandidateOn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.floor = 3
+	f.floor.Store(3)
 	preVote := func(term uint64) *raft.RequestPreVoteResponse {
 		t.Helper()
 		ch := make(chan raft.RPCResponse, 1)
 		if !f.filter(raft.RPC{Command: &raft.RequestPreVoteRequest{Term: term}, RespChan: ch}) {
-			t.Fatalf("a pre-vote for term %d passed the fence (floor %d, armed %v)", term, f.floor, f.armed.Load())
+			t.Fatalf("a pre-vote for term %d passed the fence (floor %d, armed %v)", term, f.floor.Load(), f.armed.Load())
 		}
 		return (<-ch).Response.(*raft.RequestPreVoteResponse)
 	}

@@ -124,9 +124,10 @@ type Node struct {
 	loop     *signer.Loop // nil without a chain key
 	batch    *batcher
 	metrics  *metrics
-	hashes   hashCache // commitHash's cache
-	ops      *opsState // removal, takeover times, start time (ops.go)
-	fence    *fence    // the catch-up fence and the mark (fence.go)
+	hashes   hashCache   // commitHash's cache
+	ops      *opsState   // removal, takeover times, start time (ops.go)
+	fence    *fence      // the catch-up fence and the mark (fence.go)
+	memory   *peerMemory // what this device remembers of the others (peermemory.go)
 
 	ctx      context.Context // cancelled by Stop/Kill
 	cancel   context.CancelFunc
@@ -327,6 +328,12 @@ func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err er
 	if n.fence, err = newFence(cfg, parts.ID, n.logger); err != nil {
 		return nil, err
 	}
+	if n.memory, err = loadPeerMemory(cfg.DataDir); err != nil {
+		if n.memory == nil {
+			return nil, err
+		}
+		n.logger.Warn("what this device remembers of the others is unreadable", "err", err)
+	}
 	fenced := newFencedTransport(parts.Raft, n.fence)
 	go fenced.run(n.ctx)
 	n.log, err = intentlog.Open(intentlog.Config{Dir: cfg.DataDir, LocalID: raft.ServerID(parts.ID),
@@ -400,6 +407,18 @@ func (n *Node) run(bootstrapped bool) {
 	go func() {
 		defer n.wg.Done()
 		n.keepFence()
+	}()
+	if n.fence.pending.Load() {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.askPeersAboutMe(n.fence.start)
+		}()
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.keepPeerMemory()
 	}()
 	if n.signsAtproto() {
 		n.wg.Add(1)

@@ -170,6 +170,7 @@ func TestWholeRestoreForkIsLoud(t *testing.T) {
 		t.Skipf("the stale pair did not sign another seq 2 (%+v, %v): the scenario did not fork", other, err)
 	}
 	nodes[0] = startNode(t, cfgs[0])
+	defer func() { st := nodes[0].State(); t.Logf("n0 at the end: %+v %+v rejoin=%+v problem=%s", st.Raft, st.Lease, st.Rejoin, st.Problem) }()
 	testutil.WaitFor(t, 30*time.Second, "n0's alarm", func() bool {
 		return nodes[0].State().ProblemKind == "diverged"
 	})
@@ -181,4 +182,54 @@ func TestWholeRestoreForkIsLoud(t *testing.T) {
 	if h := commitHashAt(nodes[0], 2); h != res.Hash {
 		t.Fatalf("n0's applied seq 2 is %q now, want its own %s kept", h, res.Hash)
 	}
+}
+
+// Issue 38 item 2: a whole restore (the data dir and its mark put back together, as
+// a whole-disk or whole-home restore does) leaves the device nothing of its own to
+// recognise it by; on d880b4d it voted at once. Its peers remember what it stored: it
+// starts fenced and catches up.
+func TestWholeRestoreRecognisedByPeers(t *testing.T) {
+	cfgs, nodes, _ := threeNodes(t, 40)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if _, err := nodes[0].Submit(ctx, testutil.Put("one"), WaitSigned); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "seq 1 on n1", func() bool { return commitHashAt(nodes[1], 1) != "" })
+	if err := nodes[1].Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(t.TempDir(), "backup")
+	copyTree(t, cfgs[1].DataDir, backup)
+	mark, err := os.ReadFile(cfgs[1].DataDir + MarkSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes[1] = startNode(t, cfgs[1])
+	res, err := holderOf(nodes...).Submit(ctx, testutil.Put("two"), WaitSigned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The others have heard how far n1 stored (they ask once a PeerMemoryEvery).
+	testutil.WaitFor(t, 10*time.Second, "n1's progress remembered", func() bool {
+		return commitHashAt(nodes[1], res.Seq) == res.Hash && nodes[0].memory.of(nodes[1].ID()).Committed >= nodes[1].knownCommitted()
+	})
+	if err := nodes[1].Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(cfgs[1].DataDir); err != nil {
+		t.Fatal(err)
+	}
+	copyTree(t, backup, cfgs[1].DataDir)
+	if err := os.WriteFile(cfgs[1].DataDir+MarkSuffix, mark, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nodes[1] = startNode(t, cfgs[1])
+	testutil.WaitFor(t, 10*time.Second, "n1 fenced by what its peers remember", func() bool {
+		rj := nodes[1].State().Rejoin
+		return rj != nil && strings.Contains(rj.Reason, "remembers this device")
+	})
+	testutil.WaitFor(t, 30*time.Second, "n1 caught up", func() bool {
+		return nodes[1].State().Rejoin == nil && commitHashAt(nodes[1], res.Seq) == res.Hash
+	})
 }
