@@ -65,7 +65,8 @@ func Code(err error) (code string, status int) {
 		return "", http.StatusOK
 	case errors.As(err, &ae):
 		return ae.Code, ae.Status
-	case errors.Is(err, node.ErrDiverged), errors.Is(err, node.ErrStorage), errors.Is(err, node.ErrIdentity), errors.Is(err, node.ErrCatchingUp):
+	case errors.Is(err, node.ErrDiverged), errors.Is(err, node.ErrStorage), errors.Is(err, node.ErrIdentity), errors.Is(err, node.ErrCatchingUp),
+		errors.Is(err, node.ErrClone):
 		return CodeUnhealthy, http.StatusServiceUnavailable
 	// no_quorum before timeout: the transport's no-leader error also wraps the
 	// deadline that ended the search.

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -159,8 +158,8 @@ func (n *Node) handleCall(ctx context.Context, from string, payload []byte) ([]b
 	if len(payload) == 1 && payload[0] == callClock {
 		return n.handleClock()
 	}
-	if len(payload) == 10 && payload[0] == callMemory {
-		return n.handleMemory(from, payload[1], binary.BigEndian.Uint64(payload[2:]))
+	if len(payload) == memoryCallLen && payload[0] == callMemory {
+		return n.handleMemoryCall(from, payload)
 	}
 	if len(payload) > 0 && (payload[0] == callRelease || payload[0] == callTransfer) {
 		return n.handleHandover(ctx, from, payload[0], payload[1:])

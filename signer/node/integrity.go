@@ -36,6 +36,9 @@ func (e *DivergedError) Unwrap() error { return ErrDiverged }
 // Health returns why this device must not sign, or nil: a storage fault, a diverged
 // replica, or a chain identity mismatch.
 func (n *Node) Health() error {
+	if err := n.CloneError(); err != nil {
+		return err
+	}
 	if n.loop != nil {
 		if err := n.loop.Unfit(); err != nil {
 			return err

@@ -48,7 +48,7 @@ var (
 	descRejections  = prometheus.NewDesc("baton_apply_rejections_total", "Entries the local apply rejected, by reason.", []string{"reason"}, nil)
 	descPending     = prometheus.NewDesc("baton_pending_intents", "Intents accepted and not yet signed.", nil, nil)
 	descMembers     = prometheus.NewDesc("baton_members", "Raft members.", nil, nil)
-	descProblem     = prometheus.NewDesc("baton_problem", "1 for the kind of problem that keeps this device from signing (catching_up: restored or repaired and not caught up; diverged: its history or state differs from the others', the alarm; storage; identity; other); absent while healthy.", []string{"kind"}, nil)
+	descProblem     = prometheus.NewDesc("baton_problem", "1 for the kind of problem that keeps this device from signing (catching_up: restored or repaired and not caught up; diverged: its history or state differs from the others', the alarm; storage; identity; clone: another process runs with this identity and this one must stop; other); absent while healthy.", []string{"kind"}, nil)
 	descHealthy     = prometheus.NewDesc("baton_healthy", "1 while this device may sign (no storage fault, state digest agrees with the others', chain identity matches); 0 otherwise (see /healthz).", nil, nil)
 )
 

@@ -124,10 +124,15 @@ type Node struct {
 	loop     *signer.Loop // nil without a chain key
 	batch    *batcher
 	metrics  *metrics
-	hashes   hashCache   // commitHash's cache
-	ops      *opsState   // removal, takeover times, start time (ops.go)
-	fence    *fence      // the catch-up fence and the mark (fence.go)
-	memory   *peerMemory // what this device remembers of the others (peermemory.go)
+	hashes   hashCache     // commitHash's cache
+	ops      *opsState     // removal, takeover times, start time (ops.go)
+	fence    *fence        // the catch-up fence and the mark (fence.go)
+	memory   *peerMemory   // what this device remembers of the others (peermemory.go)
+	inc      incarnation   // this process among those with its identity (clone.go)
+	calls    atomic.Uint64 // memory calls made (clone.go)
+	clones   *cloneTracker
+	cloned   chan struct{}
+	cloneErr atomic.Pointer[error]
 
 	ctx      context.Context // cancelled by Stop/Kill
 	cancel   context.CancelFunc
@@ -306,7 +311,8 @@ func New(cfg Config, parts Parts) (*Node, error) {
 // run starts them. closeFirst, if set, is closed first on failure and on Kill.
 func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err error) {
 	n := &Node{cfg: cfg, id: parts.ID, logger: cfg.Logger.With("node", shortID(parts.ID)), loopDone: make(chan struct{}),
-		closeNet: closeFirst, ops: newOpsState(), started: make(chan struct{})}
+		closeNet: closeFirst, ops: newOpsState(), started: make(chan struct{}),
+		inc: newIncarnation(time.Now()), clones: newCloneTracker(), cloned: make(chan struct{})}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	// Until run starts the loop, stopping it means only marking it done.
 	n.loopStop = func() { close(n.loopDone) }

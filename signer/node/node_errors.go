@@ -63,6 +63,9 @@ var (
 	// restored older copy) and neither votes, campaigns, claims nor signs until it has
 	// caught up with the cluster (State.Rejoin says how far it is).
 	ErrCatchingUp = errors.New("node: catching up after lost Raft state")
+	// ErrClone: another process runs with this device's identity and started
+	// earlier; this one signs nothing and must stop (Node.Cloned).
+	ErrClone = errors.New("node: another process runs with this device's identity")
 	// ErrInternal: anything else.
 	ErrInternal = errors.New("node: internal error")
 )

@@ -203,6 +203,8 @@ func problemKind(err error) string {
 		return "storage"
 	case errors.Is(err, ErrIdentity):
 		return "identity"
+	case errors.Is(err, ErrClone):
+		return "clone"
 	}
 	return "other"
 }

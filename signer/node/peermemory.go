@@ -55,6 +55,8 @@ type memo struct {
 	// Hash is the answerer's commit hash (hex) at the seq the caller asked about
 	// ("" when it has none); not kept.
 	Hash string `json:"hash,omitempty"`
+	// Clone, set in an answer, tells the caller it is a clone and why (clone.go).
+	Clone string `json:"clone,omitempty"`
 }
 
 // peerMemory is the memos this device keeps of the others, by server ID.
@@ -91,7 +93,7 @@ func (p *peerMemory) note(id string, r memo) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	old := p.m[id]
-	n := memo{Committed: max(old.Committed, r.Committed), Term: max(old.Term, r.Term)} // Hash is not kept
+	n := memo{Committed: max(old.Committed, r.Committed), Term: max(old.Term, r.Term)} // Hash and Clone are not kept
 	if n != old {
 		p.m[id], p.dirty = n, true
 	}
@@ -122,10 +124,27 @@ func (p *peerMemory) save() error {
 	return nil
 }
 
-// handleMemory answers a member's callMemory (arg: the seq whose hash a report
-// includes, 0 for none).
-func (n *Node) handleMemory(from string, op byte, seq uint64) ([]byte, error) {
+// memoryCallLen is a callMemory payload's length: kind, op, then four uint64s: the seq
+// whose hash a report includes (0: none), the caller's incarnation, its start (unix
+// ms) and its call counter (clone.go).
+const memoryCallLen = 2 + 4*8
+
+// handleMemoryCall decodes a callMemory payload.
+func (n *Node) handleMemoryCall(from string, p []byte) ([]byte, error) {
+	u := func(i int) uint64 { return binary.BigEndian.Uint64(p[2+8*i:]) }
+	inc := incarnation{ID: u(1), Start: int64(u(2))}
+	return n.handleMemory(from, p[1], u(0), inc, u(3))
+}
+
+// handleMemory answers a member's callMemory.
+func (n *Node) handleMemory(from string, op byte, seq uint64, inc incarnation, call uint64) ([]byte, error) {
 	var m memo
+	if msg := n.clones.seen(from, inc, call, time.Now()); msg != "" {
+		n.logger.Warn("a second process runs with a member's identity: it is told to stop", "peer", shortID(from),
+			"clone_started", time.UnixMilli(inc.Start).UTC())
+		m.Clone = msg
+		return json.Marshal(m)
+	}
 	switch op {
 	case memoryReport:
 		m = memo{Committed: n.knownCommitted(), Term: n.log.Raft().CurrentTerm()}
@@ -143,13 +162,22 @@ func (n *Node) handleMemory(from string, op byte, seq uint64) ([]byte, error) {
 // callMemoryOf asks member id (op: memoryReport, with the hash at seq when seq > 0,
 // or memoryOfYou).
 func (n *Node) callMemoryOf(ctx context.Context, id string, op byte, seq uint64) (memo, error) {
-	b, err := n.net.Call(ctx, id, binary.BigEndian.AppendUint64([]byte{callMemory, op}, seq))
+	p := make([]byte, 2, memoryCallLen)
+	p[0], p[1] = callMemory, op
+	for _, v := range []uint64{seq, n.inc.ID, uint64(n.inc.Start), n.calls.Add(1)} {
+		p = binary.BigEndian.AppendUint64(p, v)
+	}
+	b, err := n.net.Call(ctx, id, p)
 	if err != nil {
 		return memo{}, err
 	}
 	var m memo
 	if err := json.Unmarshal(b, &m); err != nil {
 		return memo{}, fmt.Errorf("%w: a memory answer: %w", ErrInternal, err)
+	}
+	if m.Clone != "" {
+		n.cloneDetected(m.Clone)
+		return memo{}, fmt.Errorf("%w: %s", ErrClone, m.Clone)
 	}
 	return m, nil
 }
@@ -176,6 +204,14 @@ func (n *Node) keepPeerMemory() {
 	t := time.NewTicker(PeerMemoryEvery)
 	defer t.Stop()
 	for {
+		// The first round waits a PeerMemoryEvery too: a device that just joined
+		// knows the others as voters before they have applied its addition, and
+		// they refuse (and log) a call from a device they do not know yet.
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
 		var wg sync.WaitGroup
 		head := n.log.View().Head
 		_, leader := n.log.Raft().LeaderWithID()
@@ -194,11 +230,6 @@ func (n *Node) keepPeerMemory() {
 		wg.Wait()
 		if err := n.memory.save(); err != nil && n.ctx.Err() == nil {
 			n.logger.Warn("could not save what this device remembers of the others", "err", err)
-		}
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-t.C:
 		}
 	}
 }

@@ -170,7 +170,10 @@ func TestWholeRestoreForkIsLoud(t *testing.T) {
 		t.Skipf("the stale pair did not sign another seq 2 (%+v, %v): the scenario did not fork", other, err)
 	}
 	nodes[0] = startNode(t, cfgs[0])
-	defer func() { st := nodes[0].State(); t.Logf("n0 at the end: %+v %+v rejoin=%+v problem=%s", st.Raft, st.Lease, st.Rejoin, st.Problem) }()
+	defer func() {
+		st := nodes[0].State()
+		t.Logf("n0 at the end: %+v %+v rejoin=%+v problem=%s", st.Raft, st.Lease, st.Rejoin, st.Problem)
+	}()
 	testutil.WaitFor(t, 30*time.Second, "n0's alarm", func() bool {
 		return nodes[0].State().ProblemKind == "diverged"
 	})
