@@ -165,6 +165,11 @@ func (c *cli) joinCmd() *cobra.Command {
 // (deploy/systemd: RestartPreventExitStatus=3).
 const exitRemoved = 3
 
+// exitClone is the exit status of run and join on a process that members found to be
+// a second, later-started process with a running device's identity (a copied data
+// dir or a cloned machine): it stops, and must not be restarted as that device.
+const exitClone = 4
+
 // startPlan is what runNode needs to start a device.
 type startPlan struct {
 	cfg     node.Config
@@ -406,6 +411,9 @@ func (c *cli) runNode(ctx context.Context, f *runFlags, inv *device.Invite) (err
 			removed = &exitError{code: 0, msg: fmt.Sprintf("this device left the cluster; the node stopped. %s no longer runs; to take part again, join with a new data dir", cfg.DataDir)}
 		}
 		logger.Info("stopping: this device is no longer a member")
+	case <-n.Cloned():
+		removed = &exitError{code: exitClone, msg: api.Message(n.CloneError())}
+		logger.Error("stopping: another process runs with this device's identity", "err", n.CloneError())
 	}
 	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
