@@ -371,7 +371,7 @@ func (a *applier) advance(ts int64, writer string) {
 // but never less than the record's TTL (a live holder writes at least once per TTL, so
 // its steps are never cut) nor a second.
 func (a *applier) maxLogTimeStep() int64 {
-	return max(a.retention()/16, a.m.Lease.TTL, 1000)
+	return max(a.retention()/StepsPerRetention, a.m.Lease.TTL, 1000)
 }
 
 func (a *applier) dedupeGet(id string) (dedupeEntry, bool) {
