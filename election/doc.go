@@ -102,8 +102,11 @@
 //     in this process and sees its ID at an epoch it did not write: a twin process) it
 //     treats the record like any other holder's and waits it out, so twins do not bump
 //     the epoch back and forth every tick. A claim whose outcome was unknown (Propose
-//     returned an error) is remembered: if the record later shows its exact epoch and ts,
-//     it is ours, counted from its proposal time.
+//     returned an error) is remembered: if the record later shows its exact epoch and ts
+//     and this process's nonce (every claim carries one, random per process, and the
+//     record keeps it while the hold lasts), it is ours, counted from its proposal time.
+//     The nonce is what tells a restarted process's claim from the earlier process's
+//     claim of the same epoch at the same millisecond.
 //
 //  9. After winning a claim the Lease waits until the local replica has applied it
 //     (AppliedIndex >= Result.Index) before Claim returns; Holds is false until the local

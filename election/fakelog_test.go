@@ -122,7 +122,7 @@ func (c *cluster) applyLocked(e intentlog.Entry) intentlog.Result {
 		case e.Epoch != c.lease.Epoch+1:
 			return reject(intentlog.ReasonEpochMismatch)
 		}
-		c.lease = intentlog.Lease{Holder: e.Holder, Epoch: e.Epoch, TS: e.TS, TTL: e.TTL}
+		c.lease = intentlog.Lease{Holder: e.Holder, Epoch: e.Epoch, TS: e.TS, TTL: e.TTL, Nonce: e.Nonce}
 	case intentlog.RenewEntry:
 		if r := check(e.Holder, e.Epoch, e.PrevRev); r != "" {
 			return reject(r)
@@ -132,7 +132,7 @@ func (c *cluster) applyLocked(e intentlog.Entry) intentlog.Result {
 		if r := check(e.Holder, e.Epoch, e.PrevRev); r != "" {
 			return reject(r)
 		}
-		c.lease.Holder = ""
+		c.lease.Holder, c.lease.Nonce = "", 0
 	case intentlog.TransferEntry:
 		if r := check(e.Holder, e.Epoch, e.PrevRev); r != "" {
 			return reject(r)

@@ -2,6 +2,8 @@ package election
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -126,7 +128,8 @@ type Lease struct {
 	pol   Policy
 	knobs *knobs.Election // Options.Knobs
 
-	wsem chan struct{} // serialises writes
+	wsem  chan struct{} // serialises writes
+	nonce uint64        // this process's claims' ClaimEntry.Nonce (newNonce)
 
 	mu        sync.Mutex
 	seen      bool
@@ -176,10 +179,27 @@ func New(log Log, self string, clock Clock, opts Options) (*Lease, error) {
 		pol:   p,
 		knobs: opts.Knobs,
 		wsem:  make(chan struct{}, 1),
+		nonce: newNonce(),
 		stats: Stats{Rejections: map[intentlog.Reason]uint64{}},
 	}
 	l.Observe()
 	return l, nil
+}
+
+// newNonce returns a random nonzero nonce for a Lease's claims. The record names a
+// write by (epoch, ts) and the claim's nonce: ts, a millisecond of the wall clock,
+// repeats across a restart (a process that restarts within a millisecond, or whose
+// clock stepped back), and without the nonce a restarted process whose own claim was
+// in flight took a claim of the earlier process, at the same epoch and ts, for its
+// own: it held an epoch the earlier process had signed under (issue 38).
+func newNonce() uint64 {
+	var b [8]byte
+	for {
+		rand.Read(b[:]) // never fails (crypto/rand, Go 1.24 and later)
+		if n := binary.BigEndian.Uint64(b[:]); n != 0 {
+			return n
+		}
+	}
 }
 
 // Self returns this device's ID.
@@ -610,6 +630,7 @@ func (l *Lease) claimEntryLocked(rec intentlog.Lease, reason string) intentlog.C
 		TTL:     l.pol.TTL.Milliseconds(),
 		Force:   reason != "",
 		Reason:  reason,
+		Nonce:   l.nonce,
 	}
 	l.addWriteLocked(write{epoch: e.Epoch, ts: e.TS, mono: mono, wall: now})
 	return e
@@ -619,8 +640,8 @@ func (l *Lease) finishClaim(ctx context.Context, op string, e intentlog.ClaimEnt
 	l.mu.Lock()
 	if err != nil {
 		// Outcome unknown: the write stays remembered as pending, so that if the
-		// record later shows it (same epoch and ts) this device holds it, counted
-		// from the proposal time.
+		// record later shows it (same epoch, ts and nonce) this device holds it,
+		// counted from the proposal time.
 		l.stats.ProposeErrors++
 		l.mu.Unlock()
 		return 0, fmt.Errorf("%s epoch %d: %w", op, e.Epoch, err)
@@ -784,9 +805,12 @@ func (l *Lease) storedLocked(rec intentlog.Lease, mono time.Duration) time.Durat
 	return mono
 }
 
-// ownLocked matches rec against this device's remembered writes.
+// ownLocked matches rec against this device's remembered writes. A record is this
+// process's only if its hold was claimed by this process (rec.Nonce, which renewals
+// keep); then a write of it is known by its epoch and ts, which uniqueTSLocked keeps
+// distinct within the process.
 func (l *Lease) ownLocked(rec intentlog.Lease) OwnWrite {
-	if rec.Holder != l.self || (l.yielding && rec.Epoch == l.yieldEp) {
+	if rec.Holder != l.self || rec.Nonce != l.nonce || (l.yielding && rec.Epoch == l.yieldEp) {
 		return OwnWrite{}
 	}
 	matched := false
@@ -813,7 +837,8 @@ func (l *Lease) ownLocked(rec intentlog.Lease) OwnWrite {
 }
 
 // uniqueTSLocked returns ts, raised above every ts this Lease has proposed before, and
-// remembers it. The record names a write by (epoch, ts) alone: two proposals with one
+// remembers it. Within a process the record names a write by (epoch, ts) alone (the
+// claim's nonce tells processes apart, not writes of one process): two proposals with one
 // key (retries of a renewal whose outcome was unknown while the wall clock was behind
 // the record: ts = rec.TS+1 each time) would make the record of the first one, applied
 // late, count from the last one's proposal time, and the hold would outlast what

@@ -140,8 +140,8 @@ func TestClaimVacantThenHold(t *testing.T) {
 		t.Fatalf("epoch %d, want 1", e)
 	}
 	es := c.entries("a")
-	want := intentlog.ClaimEntry{Holder: "a", Epoch: 1, PrevRev: 0, TS: t0.UnixMilli(), TTL: lTTL.Milliseconds()}
-	if len(es) != 1 || es[0] != want {
+	want := intentlog.ClaimEntry{Holder: "a", Epoch: 1, PrevRev: 0, TS: t0.UnixMilli(), TTL: lTTL.Milliseconds(), Nonce: a.l.nonce}
+	if len(es) != 1 || es[0] != want || want.Nonce == 0 {
 		t.Fatalf("entries %+v, want [%+v]", es, want)
 	}
 	if !a.l.Holds() || a.l.Epoch() != 1 || a.l.IsFree() || closed(a.l.Lost()) || a.l.HoldContext().Err() != nil {

@@ -371,7 +371,7 @@ func (a *applier) advance(ts int64, writer string) {
 // but never less than the record's TTL (a live holder writes at least once per TTL, so
 // its steps are never cut) nor a second.
 func (a *applier) maxLogTimeStep() int64 {
-	return max(a.retention()/16, a.m.Lease.TTL, 1000)
+	return max(a.retention()/StepsPerRetention, a.m.Lease.TTL, 1000)
 }
 
 func (a *applier) dedupeGet(id string) (dedupeEntry, bool) {
@@ -521,7 +521,7 @@ func (a *applier) claim(idx uint64, e ClaimEntry) Result {
 		return a.reject(idx, r)
 	}
 	prior := a.m.Lease.Holder
-	a.m.Lease = Lease{Holder: e.Holder, Epoch: e.Epoch, TS: e.TS, TTL: e.TTL}
+	a.m.Lease = Lease{Holder: e.Holder, Epoch: e.Epoch, TS: e.TS, TTL: e.TTL, Nonce: e.Nonce}
 	if !e.v1 {
 		a.advance(e.TS, e.Holder)
 	}
@@ -596,7 +596,7 @@ func (a *applier) release(idx uint64, e ReleaseEntry) Result {
 	if r := a.checkHolder(e.Holder, e.Epoch, e.PrevRev, e.v1); r != "" {
 		return a.reject(idx, r)
 	}
-	a.m.Lease.Holder = ""
+	a.m.Lease.Holder, a.m.Lease.Nonce = "", 0
 	a.history(LeaseEvent{Index: idx, Event: "release", Epoch: e.Epoch, TS: a.m.Lease.TS, Prior: e.Holder})
 	return a.result(idx)
 }

@@ -115,6 +115,8 @@ func TestMetaStampByCodec(t *testing.T) {
 		{Applied: 3, LogTime: 9, LastStamp: 7, TimeClamped: 1},
 		{Applied: 3, LogTime: 9, LastStamp: 7, StampBy: "a"},
 		{Applied: 3, LogTime: 9, StampBy: "a"}, // a stamp of 0 (the fuzzer's)
+		{Applied: 3, LogTime: 9, Lease: Lease{Holder: "a", Epoch: 2, Nonce: 5}},
+		{Applied: 3, LogTime: 9, LastStamp: 7, StampBy: "a", Lease: Lease{Holder: "a", Epoch: 2, Nonce: 1 << 63}},
 	} {
 		got, err := decodeMeta(m.encode())
 		if err != nil || got != m {
@@ -132,5 +134,15 @@ func TestMetaStampByCodec(t *testing.T) {
 	w.str("")
 	if _, err := decodeMeta(seal(bMeta, keyState, w.b)); err == nil {
 		t.Fatal("an empty StampBy decoded")
+	}
+	// The lease record's nonce comes last, only when set: a state whose record has
+	// none keeps its bytes, and a nonce of 0 written out is not canonical.
+	withNonce := metaState{Applied: 3, LogTime: 9, LastStamp: 7, TimeClamped: 1, Lease: Lease{Nonce: 9}}
+	if len(withNonce.encode()) <= len(v3.encode()) {
+		t.Fatal("the lease nonce not stored")
+	}
+	w.uvarint(0)
+	if _, err := decodeMeta(seal(bMeta, keyState, w.b)); err == nil {
+		t.Fatal("an empty StampBy and a nonce of 0 decoded")
 	}
 }

@@ -33,6 +33,11 @@ import (
 // Release and Transfer carry PrevRev, which v1 did not have. The apply keeps the v1
 // rules for v1 entries (determinism is per entry bytes): see ClaimEntry.
 //
+// A version-4 Claim may end with a nonce (ClaimEntry.Nonce), written only when set: a
+// claim without one has the bytes builds before it wrote, and those builds refuse a
+// claim that carries one as malformed (upgrade every device together). A Result
+// likewise ends with its lease record's nonce when set.
+//
 // A v2 entry whose checksum does not verify decodes to ErrCorrupt, not ErrMalformed:
 // its bytes changed after they were encoded (on this replica's disk, most likely),
 // and the apply must not treat it as the proposer's mistake (see ErrCorrupt).
@@ -99,6 +104,9 @@ func Encode(e Entry) ([]byte, error) {
 		w.varint(e.TTL)
 		w.bool(e.Force)
 		w.str(e.Reason)
+		if e.Nonce != 0 {
+			w.uvarint(e.Nonce)
+		}
 	case RenewEntry:
 		w.byte1(kindRenew)
 		w.str(e.Holder)
@@ -331,8 +339,10 @@ func decodeV2(body []byte) (Entry, error) {
 	case kindIntents:
 		e = IntentsEntry{Intents: decodeIntents(r)}
 	case kindClaim:
-		e = ClaimEntry{Holder: r.str(), Epoch: r.uvarint(), PrevRev: r.uvarint(),
+		c := ClaimEntry{Holder: r.str(), Epoch: r.uvarint(), PrevRev: r.uvarint(),
 			TS: r.varint(), TTL: r.varint(), Force: r.bool(), Reason: r.str()}
+		c.Nonce = r.optNonce()
+		e = c
 	case kindRenew:
 		e = RenewEntry{Holder: r.str(), Epoch: r.uvarint(), PrevRev: r.uvarint(), TS: r.varint()}
 	case kindRelease:
@@ -439,6 +449,9 @@ func EncodeResult(res Result) []byte {
 	}
 	encodeLease(w, res.Lease)
 	encodeHead(w, res.Head)
+	if res.Lease.Nonce != 0 {
+		w.uvarint(res.Lease.Nonce) // after the head, only when set (see ClaimEntry.Nonce)
+	}
 	w.seal()
 	return w.b
 }
@@ -487,6 +500,9 @@ func DecodeResult(b []byte) (Result, error) {
 		res.Lease = decodeLease(r)
 	}
 	res.Head = decodeHead(r)
+	if !v1 {
+		res.Lease.Nonce = r.optNonce()
+	}
 	if err := r.done(); err != nil {
 		return Result{}, err
 	}
@@ -531,6 +547,9 @@ func decodeIntentResultV1(r *rbuf) IntentResult {
 		Index: r.uvarint(), Duplicate: r.bool(), Seq: r.uvarint()}
 }
 
+// encodeLease writes the record without its Nonce, which a record's stored form and a
+// Result carry at their ends, only when set (so that a record without one keeps the
+// bytes of the builds before it).
 func encodeLease(w *wbuf, l Lease) {
 	w.str(l.Holder)
 	w.uvarint(l.Epoch)

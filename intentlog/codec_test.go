@@ -16,6 +16,8 @@ func sampleEntries() []Entry {
 		IntentsEntry{Intents: []Intent{}},
 		ClaimEntry{Holder: "12D3KooWA", Epoch: 7, PrevRev: 6000, TS: 1_700_000_000_000, TTL: 3000},
 		ClaimEntry{Holder: "h", Epoch: 2, PrevRev: 1, TS: -5, TTL: 1, Force: true, Reason: "wedged"},
+		ClaimEntry{Holder: "12D3KooWA", Epoch: 8, PrevRev: 6001, TS: 1_700_000_000_000, TTL: 3000, Nonce: 0xfedc_ba98_7654_3210},
+		ClaimEntry{Holder: "h", Epoch: 2, PrevRev: 1, TS: 1, TTL: 1, Force: true, Reason: "r", Nonce: 1},
 		RenewEntry{Holder: "h", Epoch: 1 << 60, PrevRev: 1 << 62, TS: 1},
 		ReleaseEntry{Holder: "h", Epoch: 0},
 		TransferEntry{Holder: "h", Epoch: 3, PrevRev: 17, To: "g", TS: 99},
@@ -56,6 +58,40 @@ func TestGenesisRepoCodec(t *testing.T) {
 	w.seal()
 	if _, err := Decode(w.b); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("a present but empty repo: %v", err)
+	}
+}
+
+// TestClaimNonceCodec: a claim written before ClaimEntry.Nonce existed (bytes of that
+// build) decodes to the same entry with no nonce and re-encodes to the same bytes; a
+// nonce is encoded after Reason, only when set: a present nonce of 0 is not canonical
+// and refused.
+func TestClaimNonceCodec(t *testing.T) {
+	old, _ := hex.DecodeString("040209313244334b6f6f574107f02e80a0abfef962f02e00009b56074d")
+	e, err := Decode(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ClaimEntry{Holder: "12D3KooWA", Epoch: 7, PrevRev: 6000, TS: 1_700_000_000_000, TTL: 3000}
+	if !reflect.DeepEqual(e, want) {
+		t.Fatalf("old claim decodes to %#v", e)
+	}
+	if again, _ := Encode(e); !bytes.Equal(again, old) {
+		t.Fatalf("old claim re-encodes to %x", again)
+	}
+	with := want
+	with.Nonce = 1 << 40
+	b, _ := Encode(with)
+	if !bytes.Equal(b[:len(old)-crcSize], old[:len(old)-crcSize]) {
+		t.Fatal("a claim with a nonce does not extend the bytes of one without")
+	}
+	if got, err := Decode(b); err != nil || !reflect.DeepEqual(got, with) {
+		t.Fatalf("claim with a nonce decodes to %#v, %v", got, err)
+	}
+	body := append([]byte{}, old[:len(old)-crcSize]...)
+	w := &wbuf{b: append(body, 0)} // a nonce of 0
+	w.seal()
+	if _, err := Decode(w.b); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("a present nonce of 0: %v", err)
 	}
 }
 
@@ -201,6 +237,19 @@ func TestResultRoundTrip(t *testing.T) {
 	e, _ := Encode(ReleaseEntry{Holder: "h"})
 	if _, err := DecodeResult(e); !errors.Is(err, ErrMalformed) {
 		t.Fatal("an entry decoded as a result")
+	}
+	// The record's nonce comes after the head, only when set.
+	withNonce := res
+	withNonce.Lease.Nonce = 77
+	if nb := EncodeResult(withNonce); !bytes.Equal(nb[:len(b)-crcSize], b[:len(b)-crcSize]) {
+		t.Fatal("a result with a nonce does not extend the bytes of one without")
+	} else if got, err := DecodeResult(nb); err != nil || !reflect.DeepEqual(got, withNonce) {
+		t.Fatalf("result with a nonce: %+v, %v", got, err)
+	}
+	zero := &wbuf{b: append(append([]byte{}, b[:len(b)-crcSize]...), 0)}
+	zero.seal()
+	if _, err := DecodeResult(zero.b); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("a result with a present nonce of 0: %v", err)
 	}
 	rejected := Result{Index: 1, Reason: ReasonMalformed}
 	if got, err := DecodeResult(EncodeResult(rejected)); err != nil || !reflect.DeepEqual(got, rejected) {

@@ -47,6 +47,9 @@ func genLogs(t testing.TB, ref *harness, rng *rand.Rand, n int) []*raft.Log {
 			}
 			e = ClaimEntry{Holder: holders[rng.Intn(3)], Epoch: prev + 1, PrevRev: rev,
 				TS: rng.Int63n(1e6), TTL: 1 + rng.Int63n(5000), Force: rng.Intn(3) == 0, Reason: []string{"", "why"}[rng.Intn(2)]}
+			c := e.(ClaimEntry)
+			c.Nonce = uint64(c.TS % 3) // none, or one of two processes (no draw: the logs stay the seed's)
+			e = c
 			if rng.Intn(6) == 0 {
 				e = legacyClaim(e.(ClaimEntry), prev) // a version-1 claim (epoch-only rule)
 			}
@@ -258,6 +261,7 @@ func FuzzApply(f *testing.F) {
 	for _, e := range []Entry{
 		one(put("n", "c/n", "v")),
 		ClaimEntry{Holder: "b", Epoch: 2, PrevRev: 2, TTL: 9},
+		ClaimEntry{Holder: "b", Epoch: 2, PrevRev: 2, TTL: 9, Nonce: 1 << 63},
 		RenewEntry{Holder: "a", Epoch: 1, PrevRev: 2, TS: 7},
 		TransferEntry{Holder: "a", Epoch: 1, PrevRev: 2, To: "b"},
 		legacyClaim(ClaimEntry{Holder: "b", Epoch: 2, TTL: 9}, 1),

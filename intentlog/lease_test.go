@@ -1,6 +1,8 @@
 package intentlog
 
 import (
+	"bytes"
+	"io"
 	"testing"
 
 	"github.com/batonhq/baton/internal/knobs"
@@ -120,5 +122,60 @@ func TestV1LeaseEntriesKeepTheirRules(t *testing.T) {
 	}
 	if r := h.apply(one(put("j\x01", "c/..", "v"))); r.Accepted {
 		t.Fatal("v2 intent with a control character and a .. segment accepted")
+	}
+}
+
+// The record keeps the nonce of the claim that started the hold (ClaimEntry.Nonce):
+// a renewal keeps it, a release and a transfer clear it, a claim without one leaves
+// 0; it survives a snapshot restore and a reopen of the state file.
+func TestLeaseRecordKeepsClaimNonce(t *testing.T) {
+	dir := t.TempDir()
+	f0, err := NewFSM(dir, testVerify)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, f: f0}
+	h.members("a", "b")
+	nonce := func() uint64 { return h.f.View().Lease.Nonce }
+	if r := h.mustAccept(ClaimEntry{Holder: "a", Epoch: 1, TS: 1, TTL: 10, Nonce: 42}); r.Lease.Nonce != 42 || nonce() != 42 {
+		t.Fatalf("claim: result %+v, record nonce %d", r.Lease, nonce())
+	}
+	h.mustAccept(RenewEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), TS: 2})
+	if nonce() != 42 {
+		t.Fatalf("renewal changed the nonce to %d", nonce())
+	}
+	// Through a snapshot: the record, nonce included, is restored as it was.
+	other := newHarness(t)
+	if err := other.f.Restore(io.NopCloser(bytes.NewReader(h.dump()))); err != nil {
+		t.Fatal(err)
+	}
+	if got := other.f.View().Lease; got != h.f.View().Lease {
+		t.Fatalf("restored record %+v, want %+v", got, h.f.View().Lease)
+	}
+	h.mustAccept(TransferEntry{Holder: "a", Epoch: 1, PrevRev: h.rev(), To: "b", TS: 3})
+	if nonce() != 0 {
+		t.Fatalf("transfer kept nonce %d: b's record was not claimed by any process of b", nonce())
+	}
+	h.mustAccept(ClaimEntry{Holder: "a", Epoch: 3, PrevRev: h.rev(), TS: 4, TTL: 10, Force: true, Reason: "test", Nonce: 7})
+	h.mustAccept(ReleaseEntry{Holder: "a", Epoch: 3, PrevRev: h.rev()})
+	if nonce() != 0 {
+		t.Fatalf("release kept nonce %d", nonce())
+	}
+	h.mustAccept(ClaimEntry{Holder: "b", Epoch: 4, PrevRev: h.rev(), TS: 5, TTL: 10})
+	if nonce() != 0 {
+		t.Fatalf("a claim without a nonce left %d", nonce())
+	}
+	h.mustAccept(ClaimEntry{Holder: "b", Epoch: 5, PrevRev: h.rev(), TS: 6, TTL: 10, Nonce: 1 << 63})
+	want := h.f.View()
+	if err := h.f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := NewFSM(dir, testVerify)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if got := f.View(); got != want {
+		t.Fatalf("reopened view %+v, want %+v", got, want)
 	}
 }

@@ -60,6 +60,9 @@ type metaState struct {
 	LastStamp   int64  // the timestamp of the last accepted version-3 or -4 entry that carries one
 	TimeClamped uint64 // steps of log time that the bound cut short
 	StampBy     string // who wrote LastStamp (a version-4 entry's holder; "": unknown)
+	// Lease.Nonce is stored last, only when set (StampBy, possibly empty, before it),
+	// so that a state whose lease record has none keeps the bytes of the builds
+	// before it.
 }
 
 // layoutVersion is the version of state.db's layout and of the snapshot format (the
@@ -95,11 +98,14 @@ func (m *metaState) encode() []byte {
 	w.uvarint(m.DigestIndex)
 	w.b = append(w.b, m.Digest[:]...)
 	w.uvarint(m.DigestCount)
-	if m.LastStamp != 0 || m.TimeClamped != 0 || m.StampBy != "" {
+	if nonce := m.Lease.Nonce; m.LastStamp != 0 || m.TimeClamped != 0 || m.StampBy != "" || nonce != 0 {
 		w.varint(m.LastStamp)
 		w.uvarint(m.TimeClamped)
-		if m.StampBy != "" {
+		if m.StampBy != "" || nonce != 0 {
 			w.str(m.StampBy)
+			if nonce != 0 {
+				w.uvarint(nonce)
+			}
 		}
 	}
 	return seal(bMeta, keyState, w.b)
@@ -171,11 +177,13 @@ func decodeMeta(stored []byte) (metaState, error) {
 		m.LastStamp = r.varint()
 		m.TimeClamped = r.uvarint()
 		if r.err == nil && len(r.b) > 0 {
-			if m.StampBy = r.str(); r.err == nil && m.StampBy == "" {
+			m.StampBy = r.str()
+			m.Lease.Nonce = r.optNonce()
+			if r.err == nil && m.StampBy == "" && m.Lease.Nonce == 0 {
 				r.fail("non-canonical log time fields")
 			}
 		}
-		if r.err == nil && m.LastStamp == 0 && m.TimeClamped == 0 && m.StampBy == "" {
+		if r.err == nil && m.LastStamp == 0 && m.TimeClamped == 0 && m.StampBy == "" && m.Lease.Nonce == 0 {
 			r.fail("non-canonical log time fields")
 		}
 	}

@@ -43,6 +43,12 @@ type Lease struct {
 	// names the Rev it was decided on (PrevRev), so a write decided on an older record
 	// loses: compare-and-set on the whole record.
 	Rev uint64
+	// Nonce is the ClaimEntry.Nonce of the claim that started this hold: which process
+	// of the holder claimed it (a random number each process picks). A renewal keeps
+	// it; a release, a transfer and a claim without one leave 0. The holder's Lease
+	// compares it, with epoch and ts, to know a record for the outcome of its own claim:
+	// ts alone repeats across a restart within one millisecond.
+	Nonce uint64
 }
 
 // Head is the last applied commit of the chain. Seq 0 means an empty chain.
@@ -128,6 +134,10 @@ type ClaimEntry struct {
 	TTL     int64  // ms
 	Force   bool
 	Reason  string
+	// Nonce identifies the claiming process (election picks a random nonzero one per
+	// process); the record keeps it (Lease.Nonce). Encoded after Reason, only when
+	// set (nonzero), so that a claim without one keeps its bytes; 0: none.
+	Nonce uint64
 
 	// A version-1 claim carried PrevEpoch instead of PrevRev and was accepted iff
 	// PrevEpoch == stored epoch and Epoch == PrevEpoch+1.

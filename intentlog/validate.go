@@ -1,8 +1,11 @@
 package intentlog
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -29,6 +32,11 @@ const (
 	// DefaultRetention is how long (ms of log time) the dedupe window remembers an
 	// accepted intent ID at least, when the genesis does not say (Genesis.Retention).
 	DefaultRetention = 24 * 60 * 60 * 1000
+	// StepsPerRetention: one entry moves log time by at most max(retention /
+	// StepsPerRetention, the lease's TTL, 1 s) (applier.maxLogTimeStep), so that a
+	// clock error costs at most a sixteenth of an ID's retention; CheckLeaseTTL keeps
+	// the TTL from being the larger term.
+	StepsPerRetention = 16
 	// evictPerEntry bounds the dedupe IDs one entry may forget, so that a big jump in
 	// log time never turns one entry into a huge transaction.
 	evictPerEntry = 4096
@@ -185,4 +193,32 @@ func validHolder(h string) Reason {
 		return ReasonTooLarge
 	}
 	return ""
+}
+
+// ErrTTLOverRetention: a lease TTL too long for the dedupe retention (CheckLeaseTTL).
+var ErrTTLOverRetention = errors.New("intentlog: lease TTL too long for the dedupe retention")
+
+// CheckLeaseTTL refuses a lease TTL over 1/StepsPerRetention of the dedupe retention
+// (0: DefaultRetention): one entry moves log time by at most max(retention/16, TTL,
+// 1 s), so with a longer TTL one step of a wall clock moves log time by a whole TTL,
+// and a TTL near the retention lets one step clear the window of IDs it promised to
+// remember (an acknowledged ID could then apply twice). At most a sixteenth, a step
+// stays what the retention alone makes it. Devices check their own TTL against the
+// retention of the genesis they write or find (the apply does not: a claim's TTL is
+// the claimant's, and the entries already in logs keep their rule).
+func CheckLeaseTTL(ttl, retention time.Duration) error {
+	if retention <= 0 {
+		retention = DefaultRetention * time.Millisecond
+	}
+	if limit := retention / StepsPerRetention; ttl > limit {
+		need := ttl * StepsPerRetention
+		if ttl > math.MaxInt64/StepsPerRetention {
+			need = math.MaxInt64
+		}
+		return fmt.Errorf("%w: the lease TTL %s is more than 1/%d of the dedupe retention %s: one step of a wall clock "+
+			"would move log time by a whole TTL, and the window could forget IDs it must remember; use a TTL of at most %s "+
+			"(--ttl), or a chain whose genesis retention is at least %s",
+			ErrTTLOverRetention, ttl, StepsPerRetention, retention, limit, need)
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestValidateIntent: the one validation shared by the apply, the API and the node
@@ -90,6 +91,36 @@ func TestApplyUsesValidateIntent(t *testing.T) {
 		errors.As(err, &ie)
 		if res.Accepted || res.Intents[0].Reason != ie.Reason {
 			t.Errorf("%+v: apply %+v, ValidateIntent %v", in, res.Intents[0], err)
+		}
+	}
+}
+
+// CheckLeaseTTL: a TTL of at most 1/16 of the retention (0: the default 24 h) passes;
+// one over it is refused with both values, the bound, and what to do.
+func TestCheckLeaseTTL(t *testing.T) {
+	day := DefaultRetention * time.Millisecond
+	for _, ok := range []struct{ ttl, retention time.Duration }{
+		{15 * time.Second, 0}, {day / 16, 0}, {day / 16, day}, {time.Second, 16 * time.Second}, {time.Millisecond, 16 * time.Millisecond},
+	} {
+		if err := CheckLeaseTTL(ok.ttl, ok.retention); err != nil {
+			t.Errorf("ttl %s, retention %s: %v", ok.ttl, ok.retention, err)
+		}
+	}
+	for _, bad := range []struct{ ttl, retention time.Duration }{
+		{day/16 + time.Millisecond, 0}, {day, day}, {time.Second, 12 * time.Second}, {1 << 62, time.Hour},
+	} {
+		err := CheckLeaseTTL(bad.ttl, bad.retention)
+		if !errors.Is(err, ErrTTLOverRetention) {
+			t.Fatalf("ttl %s, retention %s: %v", bad.ttl, bad.retention, err)
+		}
+		r := bad.retention
+		if r == 0 {
+			r = day
+		}
+		for _, s := range []string{bad.ttl.String(), r.String(), (r / StepsPerRetention).String(), "--ttl"} {
+			if !strings.Contains(err.Error(), s) {
+				t.Fatalf("the error does not name %s: %v", s, err)
+			}
 		}
 	}
 }

@@ -215,3 +215,16 @@ func keyU64(k []byte) uint64 {
 	}
 	return binary.BigEndian.Uint64(k)
 }
+
+// optNonce reads a nonce written only when set, as the last field: 0 when no bytes are
+// left; a nonce written as 0 is not canonical.
+func (r *rbuf) optNonce() uint64 {
+	if r.err != nil || len(r.b) == 0 {
+		return 0
+	}
+	n := r.uvarint()
+	if r.err == nil && n == 0 {
+		r.fail("nonce present but 0")
+	}
+	return n
+}

@@ -181,7 +181,7 @@ func (m *memLog) apply(e intentlog.Entry) intentlog.Result {
 		if e.TTL <= 0 {
 			return reject(intentlog.ReasonBadEntry)
 		}
-		*l = intentlog.Lease{Holder: e.Holder, Epoch: e.Epoch, TS: e.TS, TTL: e.TTL}
+		*l = intentlog.Lease{Holder: e.Holder, Epoch: e.Epoch, TS: e.TS, TTL: e.TTL, Nonce: e.Nonce}
 		res.Accepted = true
 	case intentlog.RenewEntry:
 		if r := holderCheck(e.Holder, e.Epoch); r != "" {
@@ -193,7 +193,7 @@ func (m *memLog) apply(e intentlog.Entry) intentlog.Result {
 		if r := holderCheck(e.Holder, e.Epoch); r != "" {
 			return reject(r)
 		}
-		l.Holder = ""
+		l.Holder, l.Nonce = "", 0
 		res.Accepted = true
 	case intentlog.CommitEntry:
 		info, err := m.verify(e.Raw)

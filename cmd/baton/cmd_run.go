@@ -99,7 +99,7 @@ func addRunFlags(fs *pflag.FlagSet, join bool) *runFlags {
 		xrpcAddr:     fs.String("xrpc-addr", "", "atproto chains: serve the repository's read-only XRPC methods publicly (no token, nothing else) on this TCP `host:port`"),
 		metricsAddr:  fs.String("metrics-addr", "", "serve only GET /metrics and /healthz on this TCP `host:port` (for Prometheus)"),
 		pprofAddr:    fs.String("pprof-addr", "", "serve Go's profiles (/debug/pprof/) on this loopback `host:port` (debugging; unauthenticated)"),
-		ttl:          fs.Duration("ttl", node.DefaultNodeTTL, "lease TTL of this device's claims"),
+		ttl:          fs.Duration("ttl", node.DefaultNodeTTL, "lease TTL of this device's claims (at most 1/16 of the chain's dedupe retention: 90m at the default 24h)"),
 		tick:         fs.Duration("tick", node.DefaultNodeTick, "signer loop tick (lease renewal cadence)"),
 		bootstrap:    fs.Bool("bootstrap", false, "bootstrap a new cluster on first start (implied for the device made with init --new-chain)"),
 		newHistory:   fs.Bool("start-second-history", false, "with --bootstrap, allow a chain key that already has a history (chain.genesis) to start another one: readers of the first see a fork"),

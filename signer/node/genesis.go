@@ -131,7 +131,8 @@ func (n *Node) checkIdentity(bootstrapping bool) error {
 	return n.checkGenesis(n.log.View())
 }
 
-// checkGenesis compares the applied genesis (if any) with this device.
+// checkGenesis compares the applied genesis (if any) with this device: its chain, its
+// history, and its lease TTL against the genesis's dedupe retention.
 func (n *Node) checkGenesis(v intentlog.View) error {
 	if v.Chain != "" && v.Chain != n.cfg.Chain {
 		return &IdentityError{Msg: fmt.Sprintf("this cluster's chain is %s, but this device is configured for %s: "+
@@ -148,6 +149,9 @@ func (n *Node) checkGenesis(v intentlog.View) error {
 	if has && rem.Genesis != hex.EncodeToString(g.Hash[:]) {
 		return &IdentityError{Msg: fmt.Sprintf("this cluster's history of %s starts at genesis %s, but this device's chain key "+
 			"belongs to another history (genesis %s, in %s)", g.Chain, hex.EncodeToString(g.Hash[:8]), rem.Genesis[:16], n.genesisFile())}
+	}
+	if err := intentlog.CheckLeaseTTL(n.cfg.TTL, time.Duration(g.Retention)*time.Millisecond); err != nil {
+		return fmt.Errorf("%w: this chain's genesis: %w", ErrBadConfig, err)
 	}
 	return nil
 }

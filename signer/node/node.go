@@ -78,7 +78,10 @@ type Config struct {
 	MarkFile string
 	// Retention and MaxIDs go into the genesis a bootstrapping device writes: how long
 	// the dedupe window remembers an intent ID at least (log time; default 24 h) and
-	// an optional cap on remembered IDs (0: none). Fixed for the cluster's life.
+	// an optional cap on remembered IDs (0: none). Fixed for the cluster's life. Every
+	// device's TTL must be at most a sixteenth of the genesis's retention
+	// (intentlog.CheckLeaseTTL): checked here when Bootstrap is set, and against the
+	// genesis wherever this device finds one (at start, after a join, once applied).
 	Retention time.Duration
 	MaxIDs    uint64
 	// TTL of this device's lease claims (default 15 s) and Tick of its signer loop
@@ -394,7 +397,7 @@ func (n *Node) run(bootstrapped bool) {
 		defer n.wg.Done()
 		n.keepGenesis(bootstrapped, func(err error) {
 			n.identityErr.Store(&err)
-			n.logger.Error("this device does not belong to this chain; it will not sign", "err", err)
+			n.logger.Error("the chain's genesis does not fit this device (another chain or history, or a TTL too long for its retention); it will not sign", "err", err)
 		})
 	}()
 	go func() {
@@ -587,6 +590,16 @@ func (c *Config) setDefaults(libp2p bool) error {
 	// The loop's calls are bounded by 3/4 of a tick: a hold's window must fit a few.
 	if err := election.CheckTiming(c.TTL, c.Tick, c.Tick*3/4); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
+	if c.Retention < 0 {
+		return fmt.Errorf("%w: negative Retention", ErrBadConfig)
+	}
+	// The TTL against the retention of the genesis this device writes; a device that
+	// finds the genesis checks it against that one (checkGenesis).
+	if c.Bootstrap {
+		if err := intentlog.CheckLeaseTTL(c.TTL, c.Retention); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadConfig, err)
+		}
 	}
 	if c.Clock == nil {
 		c.Clock = election.SystemClock()

@@ -47,10 +47,11 @@ func init() {
 func init() {
 	// flapping: the lease handed back and forth, about three times a second, between
 	// devices whose wall clocks start up to 10 minutes apart and jump (minutes to
-	// days), while hasty clients
-	// retry IDs that landed several seconds earlier. The retention is short (16 s, so
-	// one bounded step of log time is 1 s), and each retry must still be answered as a
-	// duplicate: a clock error may only lengthen the retention. Found that log time
+	// days), while hasty clients retry IDs that landed several seconds earlier. The
+	// retention is short (16 s, so one bounded step of log time is 1 s, and the 1 s
+	// TTL is the most a device may have for it, intentlog.CheckLeaseTTL; 12 s until
+	// issue 38), and each retry must still be answered as a duplicate: a clock error
+	// may only lengthen the retention. Found that log time
 	// moved one full step at every handover from a slow clock to a fast one, so
 	// handovers back and forth made the window forget acknowledged IDs (issue 19.2).
 	profiles["flapping"] = Profile{Name: "flapping", FaultEvery: 150 * time.Millisecond,
@@ -59,5 +60,5 @@ func init() {
 		Timeout: [2]time.Duration{300 * time.Millisecond, 3 * time.Second}, WaitSigned: 0.3,
 		HastyClients: 3, Hasty: time.Millisecond, HastyOutage: [2]time.Duration{6 * time.Second, 9 * time.Second},
 		HastyAt:   time.Second,
-		Retention: 12 * time.Second, ClockSkew: 10 * time.Minute}
+		Retention: 16 * time.Second, ClockSkew: 10 * time.Minute}
 }

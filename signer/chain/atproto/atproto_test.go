@@ -3,9 +3,12 @@ package atproto
 import (
 	"bytes"
 	"errors"
+	"math"
 	"math/big"
 	"testing"
+	"time"
 
+	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/batonhq/baton/signer/chain"
@@ -247,5 +250,52 @@ func TestNextRev(t *testing.T) {
 	r4, _ := NextRev(us+1e6, us+1e6, r2, 7)
 	if r3 != r4 {
 		t.Fatalf("clock not bounded: %s, want %s", r3, r4)
+	}
+}
+
+// Issue 38 item 6: a TID holds 53 bits of unix microseconds, and indigo's NewTID masks
+// the reading to them, so a clock before 1970 (a negative reading) made a rev in 2255
+// that every later rev then had to follow (rev = prev + 1 forever after). A reading a
+// TID cannot hold gives no time: the rev is prev + 1, or the Unix epoch's TID for a
+// repository's first commit; never one derived from a negative time.
+func TestNextRevClockBefore1970(t *testing.T) {
+	const us = int64(1_700_000_000_000_000)
+	year := func(rev string) int {
+		t.Helper()
+		tid, err := syntax.ParseTID(rev)
+		if err != nil {
+			t.Fatalf("rev %q: %v", rev, err)
+		}
+		return tid.Time().Year()
+	}
+	before1970 := time.Date(1969, 12, 31, 23, 59, 0, 0, time.UTC).UnixMicro()
+	for _, now := range []int64{-1, before1970, math.MinInt64, 1 << 53, math.MaxInt64} {
+		first, err := NextRev(now, now, "", 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if y := year(first); y != 1970 {
+			t.Fatalf("clock %d: first rev %s is in %d, want the Unix epoch's", now, first, y)
+		}
+		prev, _ := NextRev(us, us+1e9, "", 7)
+		want := syntax.NewTIDFromInteger(syntax.TID(prev).Integer() + 1).String()
+		bounds := []int64{now} // no log time yet: the clock is its own bound
+		if now < 0 {
+			bounds = append(bounds, us+1e9) // bounded by log time + 1 min
+		}
+		var next string
+		for _, bound := range bounds {
+			var err error
+			if next, err = NextRev(now, bound, prev, 7); err != nil {
+				t.Fatal(err)
+			}
+			if next != want {
+				t.Fatalf("clock %d (bound %d) after %s: rev %s (%d), want prev + 1 %s", now, bound, prev, next, year(next), want)
+			}
+		}
+		// And a later commit with a right clock is not held back by it.
+		if later, _ := NextRev(us+1e6, us+1e9, next, 7); year(later) != 2023 {
+			t.Fatalf("clock %d: the next rev with a right clock is %s (%d)", now, later, year(later))
+		}
 	}
 }

@@ -364,12 +364,25 @@ func Propose(key chain.Key, bs Blocks, head Head, c chain.Commit, did, rev strin
 	return raw, nil
 }
 
+// maxTIDMicros is the latest unix time, in microseconds, a TID can hold.
+const maxTIDMicros = 1<<53 - 1
+
 // NextRev is the revision of the next commit: the clock's TID, but never more than
 // bound (the clock is bounded at proposal: a fast clock would otherwise carry forward
 // through every later rev, and relays refuse revs far in the future) and always
 // after prev.
+//
+// A reading a TID cannot hold (before 1970, or from 2255 on: a TID has 53 bits of
+// unix microseconds) counts as the Unix epoch, so the rev is prev + 1, or the epoch's
+// TID for a repository's first commit. indigo's NewTID masks the reading to its 53
+// bits: a clock a minute before 1970 made a rev in 2255, which every later rev then
+// had to follow (issue 38).
 func NextRev(nowMicros, boundMicros int64, prev string, clockID uint) (string, error) {
-	t := syntax.NewTID(min(nowMicros, boundMicros), clockID)
+	at := min(nowMicros, boundMicros)
+	if at < 0 || at > maxTIDMicros {
+		at = 0
+	}
+	t := syntax.NewTID(at, clockID)
 	if prev == "" {
 		return t.String(), nil
 	}
