@@ -112,7 +112,7 @@ func (c *cli) root() *cobra.Command {
 		&cobra.Group{ID: "ops", Title: "Operate a running device:"},
 		&cobra.Group{ID: "tools", Title: "Check, try and test:"})
 	for _, sub := range []*cobra.Command{
-		c.initCmd(), c.runCmd(), c.joinCmd(), c.inviteCmd(), c.leaveCmd(), c.membersCmd(),
+		c.initCmd(), c.runCmd(), c.joinCmd(), c.inviteCmd(), c.leaveCmd(), c.membersCmd(), c.backupCmd(), c.restoreCmd(),
 	} {
 		sub.GroupID = "device"
 		root.AddCommand(sub)

@@ -429,6 +429,11 @@ func (n *Node) run(bootstrapped bool) {
 		defer n.wg.Done()
 		n.keepPeerMemory()
 	}()
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.keepReplacing()
+	}()
 	if n.signsAtproto() {
 		n.wg.Add(1)
 		go func() {
