@@ -93,6 +93,8 @@ type fence struct {
 	filtersOnly bool                 // the FenceFiltersOnly knob: armed filters messages, holds nothing
 	noMemory    bool                 // the NoPeerMemory knob: the members are not asked at start
 	start       intentlog.StartState // what Raft started from (decide)
+	known       []string             // members known outside Raft (address book; Parts.known), set before decide
+	ask         []string             // whom a pending start asks (decide)
 	lost        bool                 // the device lost Raft state it had (decide)
 	rebootstrap bool                 // the Rebootstrap knob
 	floor       atomic.Uint64        // refuse votes in terms <= floor, entries of terms < floor
@@ -192,7 +194,7 @@ func (f *fence) decide(dir string, st intentlog.StartState) (hold bool) {
 	if why == "" {
 		// Knowing other voters, it asks them what they remember of it before it
 		// votes or campaigns (peermemory.go).
-		if !f.off && !f.filtersOnly && !f.noMemory && slices.ContainsFunc(st.Voters, func(v raft.ServerID) bool { return string(v) != f.id }) {
+		if f.ask = f.othersKnown(st); !f.off && !f.filtersOnly && !f.noMemory && len(f.ask) > 0 {
 			f.pending.Store(true)
 			return true
 		}
@@ -609,4 +611,30 @@ func (f *fence) restoredPerPeers(why string, term uint64) {
 	f.armed.Store(true)
 	f.logger.Warn("this device lost Raft state it had: it neither votes, campaigns, claims nor signs until it has caught up with the cluster",
 		"why", why, "term_floor", f.floor.Load())
+}
+
+// othersKnown returns the other members this device knows, sorted: the voters of the
+// configuration Raft starts from, its address book (known), and the members the mark
+// names. A start whose configuration names it alone while it knows others (a copy from
+// before they joined, restored without its mark) asks them too.
+func (f *fence) othersKnown(st intentlog.StartState) []string {
+	set := map[string]bool{}
+	for _, v := range st.Voters {
+		set[string(v)] = true
+	}
+	for _, id := range f.known {
+		set[id] = true
+	}
+	if infos, err := transport.ParseSeeds(f.mark.Members); err == nil {
+		for _, ai := range infos {
+			set[ai.ID.String()] = true
+		}
+	}
+	delete(set, f.id)
+	out := make([]string, 0, len(set))
+	for id := range set {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
 }

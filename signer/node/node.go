@@ -181,7 +181,11 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("start: raft transport: %w", err)
 	}
 	var cluster *transport.Cluster
-	n, err := assemble(cfg, Parts{ID: id, Raft: trans, Net: func(r *raft.Raft, h Handlers) (Network, error) {
+	var known []string
+	for _, m := range host.Members() {
+		known = append(known, m.ID.String())
+	}
+	n, err := assemble(cfg, Parts{ID: id, Raft: trans, known: known, Net: func(r *raft.Raft, h Handlers) (Network, error) {
 		c, err := transport.NewCluster(host, r, h.Apply, transport.ClusterConfig{Logger: cfg.Logger.With("node", shortID(id)),
 			Barrier: h.Barrier,
 			OnCall: func(ctx context.Context, from peer.ID, payload []byte) ([]byte, error) {
@@ -274,6 +278,8 @@ type Parts struct {
 	// Servers is the configuration Config.Bootstrap writes on a fresh data dir
 	// (default: this device alone).
 	Servers []raft.Server
+
+	known []string // other members this device knows outside Raft (Start: its address book)
 }
 
 // New assembles a node from parts instead of libp2p (a simulator's network, for one):
@@ -286,6 +292,9 @@ func New(cfg Config, parts Parts) (*Node, error) {
 	}
 	if parts.ID == "" || parts.Raft == nil || parts.Net == nil {
 		return nil, fmt.Errorf("%w: Parts needs an ID, a Raft transport and a network", ErrBadConfig)
+	}
+	for _, s := range parts.Servers {
+		parts.known = append(parts.known, string(s.ID))
 	}
 	n, err := assemble(cfg, parts, nil)
 	if err != nil {
@@ -337,6 +346,7 @@ func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err er
 	if n.fence, err = newFence(cfg, parts.ID, n.logger); err != nil {
 		return nil, err
 	}
+	n.fence.known = parts.known
 	if n.memory, err = loadPeerMemory(cfg.DataDir); err != nil {
 		if n.memory == nil {
 			return nil, err

@@ -25,7 +25,8 @@ import (
 // knows committed (its knownCommitted) and its Raft term, and keeps the highest of
 // each in PeerMemoryFile in its own data dir (a restored device's copy of that file
 // is about the others, and only ever ages). A starting device that knows other
-// voters starts with its Raft held and refuses votes while it asks them what they
+// members (its configuration's voters, its address book, the members its mark names:
+// othersKnown) starts with its Raft held and refuses votes while it asks them what they
 // remember of it (for up to peerMemoryWait); a member that remembers it storing a
 // committed index past its log, or a term above its own, fences it as restored (the
 // remembered term becomes its vote floor). Nobody reachable within the wait, it
@@ -255,12 +256,7 @@ func (n *Node) askPeersAboutMe(st intentlog.StartState) {
 			}
 		}
 	}()
-	var others []string
-	for _, v := range st.Voters {
-		if string(v) != n.id {
-			others = append(others, string(v))
-		}
-	}
+	others := f.ask
 	ctx, cancel := context.WithTimeout(n.ctx, n.peerMemoryWait())
 	defer cancel()
 	type answer struct {

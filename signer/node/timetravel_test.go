@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/batonhq/baton/intentlog"
 	"github.com/batonhq/baton/internal/testutil"
 )
 
@@ -29,51 +30,19 @@ func keepPorts(cfg *Config, n *Node) {
 // seq 2 within seconds. A fenced device must neither lead, claim nor sign, whatever
 // its configuration says; the acknowledged seq 2 stays the only one.
 func TestRestoredFounderBackupNeverLeadsAlone(t *testing.T) {
-	psk, key, root := testutil.PSK(t), testutil.Key(t, 38), t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cfg0 := nodeConfig(t, filepath.Join(root, "n0"), psk, key)
-	cfg0.Bootstrap = true
-	n0 := startNode(t, cfg0)
-	testutil.WaitFor(t, 10*time.Second, "the founder holds", n0.Holds)
-	if _, err := n0.Submit(ctx, testutil.Put("alone-1"), WaitSigned); err != nil {
-		t.Fatal(err)
-	}
-	keepPorts(&cfg0, n0)
-	if err := n0.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	backup := filepath.Join(t.TempDir(), "backup")
-	copyTree(t, cfg0.DataDir, backup) // a backup from before anyone joined
-
-	n0 = startNode(t, cfg0)
-	nodes := joinTwo(t, root, psk, key, n0)
-	res, err := holderOf(nodes...).Submit(ctx, testutil.Put("three-2"), WaitSigned)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Seq != 2 {
-		t.Fatalf("the intent after the joins is seq %d, want 2", res.Seq)
-	}
-	acked := commitHashAt(nodes[0], 2)
-	testutil.WaitFor(t, 10*time.Second, "seq 2 on all three", func() bool {
-		return commitHashAt(nodes[1], 2) == acked && commitHashAt(nodes[2], 2) == acked
+	restored, nodes, acked := restoredFounder(t, 38, func(dir, backup string) {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		copyTree(t, backup, dir)
 	})
-
-	// Restore the backup in place; n1 and n2 stay up.
-	if err := nodes[0].Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.RemoveAll(cfg0.DataDir); err != nil {
-		t.Fatal(err)
-	}
-	copyTree(t, backup, cfg0.DataDir)
-	restored := startNode(t, cfg0)
 	if restored.State().Rejoin == nil {
 		t.Fatal("the restored founder is not fenced")
 	}
 	// It is asked to sign, as a user would, and watched for longer than it took on
 	// the old code (within 8 s): three TTLs, and its Raft election timeouts many times.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
 	go func() {
 		sctx, scancel := context.WithTimeout(ctx, 6*nodeTTL)
 		defer scancel()
@@ -235,4 +204,88 @@ func TestWholeRestoreRecognisedByPeers(t *testing.T) {
 	testutil.WaitFor(t, 30*time.Second, "n1 caught up", func() bool {
 		return nodes[1].State().Rejoin == nil && commitHashAt(nodes[1], res.Seq) == res.Hash
 	})
+}
+
+// restoredFounder: the founder signs seq 1 alone and is copied while stopped (a
+// backup from before anyone joined); two devices join and seq 2 is acknowledged on
+// all three; the founder stops, restore puts (some of) the backup back, and it starts
+// again while the others are up. It returns the restarted founder, the three nodes
+// (the founder's old incarnation first) and the acknowledged seq 2's hash.
+func restoredFounder(t *testing.T, seed byte, restore func(dir, backup string)) (*Node, []*Node, string) {
+	t.Helper()
+	psk, key, root := testutil.PSK(t), testutil.Key(t, seed), t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cfg0 := nodeConfig(t, filepath.Join(root, "n0"), psk, key)
+	cfg0.Bootstrap = true
+	n0 := startNode(t, cfg0)
+	testutil.WaitFor(t, 10*time.Second, "the founder holds", n0.Holds)
+	if _, err := n0.Submit(ctx, testutil.Put("alone-1"), WaitSigned); err != nil {
+		t.Fatal(err)
+	}
+	keepPorts(&cfg0, n0)
+	if err := n0.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(t.TempDir(), "backup")
+	copyTree(t, cfg0.DataDir, backup)
+
+	n0 = startNode(t, cfg0)
+	nodes := joinTwo(t, root, psk, key, n0)
+	res, err := holderOf(nodes...).Submit(ctx, testutil.Put("three-2"), WaitSigned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Seq != 2 {
+		t.Fatalf("the intent after the joins is seq %d, want 2", res.Seq)
+	}
+	acked := commitHashAt(nodes[0], 2)
+	testutil.WaitFor(t, 10*time.Second, "seq 2 on all three, and the founder's progress remembered", func() bool {
+		return commitHashAt(nodes[1], 2) == acked && commitHashAt(nodes[2], 2) == acked &&
+			nodes[1].memory.of(nodes[0].ID()).Committed >= nodes[0].knownCommitted()
+	})
+	if err := nodes[0].Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	restore(cfg0.DataDir, backup)
+	return startNode(t, cfg0), nodes, acked
+}
+
+// Issue 38 item 1, without the mark: the founder's Raft log and state put back to the
+// copy from before the others joined, its mark gone (its address book kept). Its
+// configuration names it alone, but it knows the others: it asks them what they
+// remember of it before it campaigns, is fenced, and catches up.
+func TestRestoredFounderLogWithoutMarkAsksItsMembers(t *testing.T) {
+	restored, nodes, acked := restoredFounder(t, 42, func(dir, backup string) {
+		for _, f := range []string{intentlog.RaftFile, intentlog.StateFile} {
+			if err := os.Remove(filepath.Join(dir, f)); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(filepath.Join(backup, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Remove(dir + MarkSuffix); err != nil {
+			t.Fatal(err)
+		}
+	})
+	testutil.WaitFor(t, 10*time.Second, "the founder fenced by what its members remember", func() bool {
+		rj := restored.State().Rejoin
+		return rj != nil && strings.Contains(rj.Reason, "remembers this device")
+	})
+	if restored.log.Raft().State() == raft.Leader {
+		t.Fatal("the restored founder leads")
+	}
+	testutil.WaitFor(t, 30*time.Second, "the restored founder caught up", func() bool {
+		return restored.State().Rejoin == nil && commitHashAt(restored, 2) == acked
+	})
+	for _, n := range nodes[1:] {
+		if h := commitHashAt(n, 2); h != acked {
+			t.Fatalf("%s's seq 2 is %s, want %s", n.ID(), h, acked)
+		}
+	}
 }
