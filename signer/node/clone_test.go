@@ -93,6 +93,7 @@ func TestCloneBesideItsOriginalStops(t *testing.T) {
 	testutil.WaitFor(t, 10*time.Second, "the original back", func() bool { return nodes[2].State().Raft.Leader != "" })
 	clone := startNode(t, cloneCfg)
 	for i := range 5 {
+		testutil.WaitFor(t, 20*time.Second, "a holder", func() bool { return holderOf(nodes...) != nil })
 		if _, err := holderOf(nodes...).Submit(ctx, testutil.Put(string(rune('a'+i))), WaitSigned); err != nil {
 			t.Fatal(err)
 		}
@@ -113,6 +114,7 @@ func TestCloneBesideItsOriginalStops(t *testing.T) {
 	if clone.Holds() {
 		t.Fatal("the clone holds the lease")
 	}
+	testutil.WaitFor(t, 20*time.Second, "a holder", func() bool { return holderOf(nodes...) != nil })
 	want := chainOfNode(t, holderOf(nodes...))
 	for _, n := range nodes {
 		testutil.WaitFor(t, 10*time.Second, "one chain everywhere", func() bool { return len(chainOfNode(t, n)) == len(want) })
