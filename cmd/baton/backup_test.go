@@ -14,7 +14,8 @@ import (
 
 // Issue 38 item 5: the safe path. `baton backup` copies a running device's keys,
 // members and chain (never its identity, Raft log or state); `baton restore` makes a
-// new device of it, whose first join removes the old identity from the cluster.
+// new device of it, whose first join removes the old identity from the cluster
+// (three devices: two keep the quorum while the third is lost).
 func TestBackupAndRestoreAsANewMember(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three nodes")
@@ -31,6 +32,13 @@ func TestBackupAndRestoreAsANewMember(t *testing.T) {
 	testutil.WaitFor(t, 30*time.Second, "b2 joined", func() bool {
 		st, err := stateOf(second)
 		return err == nil && st.Members == 2 && st.Raft.Leader != ""
+	})
+	third := filepath.Join(t.TempDir(), "b3")
+	_, _, stop4, _ := runInProcessWait(t, append([]string{"join", "--data", third, "--invite-file", inviteFile(t, first), "--listen", freeListen(t)}, opsFlags...)...)
+	defer stop4()
+	testutil.WaitFor(t, 30*time.Second, "b3 joined", func() bool {
+		st, err := stateOf(third)
+		return err == nil && st.Members == 3 && st.Raft.Leader != ""
 	})
 	if code, _, errs := runCLI(t, nil, "", "submit", "--data", first, "--path", "posts/a", "--value", "YQ==", "--wait", "signed"); code != 0 {
 		t.Fatalf("submit: %d %s", code, errs)
@@ -66,7 +74,8 @@ func TestBackupAndRestoreAsANewMember(t *testing.T) {
 		t.Errorf("a backup over an existing dir: %d %q", code, errs)
 	}
 
-	// b2's device is lost; it comes back from the backup as a new member.
+	// b2's device is lost; it comes back from the backup as a new member (b1 and b3
+	// keep the quorum).
 	if code := stop2(); code != 0 {
 		t.Fatalf("stop b2: exit %d", code)
 	}
@@ -80,14 +89,21 @@ func TestBackupAndRestoreAsANewMember(t *testing.T) {
 	}
 	_, _, stop3, _ := runInProcessWait(t, append([]string{"join", "--data", restored, "--invite-file", inviteFile(t, first), "--listen", freeListen(t)}, opsFlags...)...)
 	defer stop3()
+	defer func() {
+		if t.Failed() {
+			st, err := stateOf(first)
+			rs, rerr := stateOf(restored)
+			t.Logf("b1: members %d err %v; restored: members %d head %d rejoin %+v problem %q err %v", st.Members, err, rs.Members, rs.Head.Seq, rs.Rejoin, rs.Problem, rerr)
+		}
+	}()
 	testutil.WaitFor(t, 30*time.Second, "the restored device a member and the old one removed", func() bool {
 		st, err := stateOf(first)
-		if err != nil || st.Members != 2 {
+		if err != nil || st.Members != 3 {
 			return false
 		}
 		rs, err := stateOf(restored)
 		_, serr := os.Stat(filepath.Join(restored, "replaces.json")) // gone once the removal is done
-		return err == nil && rs.ID != old.ID && rs.Members == 2 && rs.Head.Seq >= 1 && serr != nil
+		return err == nil && rs.ID != old.ID && rs.Members == 3 && rs.Head.Seq >= 1 && serr != nil
 	})
 }
 
