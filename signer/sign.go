@@ -529,11 +529,16 @@ func (l *Loop) propose(ctx context.Context, s *signer, c *inflight) bool {
 	}
 	c.proposing, c.unsure = true, false
 	c.lastSent = l.cfg.Clock.Mono()
-	c.done, c.enq = make(chan struct{}), make(chan struct{})
+	// The callback closes this proposal's channel, not c.enq as it is when it runs:
+	// a proposal answered late (forwarded, its caller gone) ran it after c was
+	// proposed again, a data race and the wrong channel closed (go test -race,
+	// testnet TestIntegrityFullDisk).
+	enq := make(chan struct{})
+	c.done, c.enq = make(chan struct{}), enq
 	var once sync.Once
 	pctx, cancel := context.WithTimeout(ctx, l.commitTimeout())
 	pctx = intentlog.WithEnqueued(pctx, func() {
-		once.Do(func() { close(c.enq) })
+		once.Do(func() { close(enq) })
 		kick(s.answered)
 	})
 	l.count(func(st *LoopStats) { st.CommitsProposed++ })
