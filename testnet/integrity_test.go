@@ -118,6 +118,12 @@ func restartRepaired(t *testing.T, c *Cluster, d *Device) {
 func waitResynced(t *testing.T, c *Cluster, d *Device) {
 	t.Helper()
 	want := c.MaxSeq()
+	defer func() {
+		if t.Failed() {
+			st, ok := c.State(d)
+			t.Logf("%s: answered %v healthy %v problem %q head %d (want %d) rejoin %+v raft %+v members %d", d.Name, ok, st.Healthy, st.Problem, st.Head.Seq, want, st.Rejoin, st.Raft, st.Members)
+		}
+	}()
 	testutil.WaitFor(t, 20*time.Second, d.Name+" re-synced and healthy", func() bool {
 		st, ok := c.State(d)
 		return ok && st.Healthy && st.Head.Seq >= want

@@ -203,8 +203,12 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.host, n.cluster = host, cluster
 	n.fence.members = func() []string { return p2pAddrs(host.Members()) }
+	// Whether it starts fresh is decided on the address book it has (a data dir wiped
+	// to join again knows no one and joins); the members only the mark names are
+	// admitted after, for a restored copy to be reached by them.
+	others := len(host.Members())
 	n.admitMarkMembers()
-	fresh := n.rejoinOrFresh(len(host.Members()))
+	fresh := n.rejoinOrFresh(others)
 	if err := n.checkIdentity(fresh && cfg.Bootstrap); err != nil {
 		_ = n.Kill()
 		return nil, fmt.Errorf("start: %w", err)
