@@ -126,3 +126,41 @@ func TestCloneBesideItsOriginalStops(t *testing.T) {
 		}
 	}
 }
+
+// Peer memory keeps the highest of what each member reported, survives a restart
+// (its file), forgets devices that are no longer voters, and sets a corrupt file
+// aside instead of refusing to start.
+func TestPeerMemoryKeepsTheHighestAndForgetsNonVoters(t *testing.T) {
+	dir := t.TempDir()
+	p, err := loadPeerMemory(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.note("a", memo{Committed: 10, Term: 3})
+	p.note("a", memo{Committed: 7, Term: 4}) // a later report of a lower index: kept at 10
+	p.note("b", memo{Committed: 5, Term: 2})
+	if err := p.save(); err != nil {
+		t.Fatal(err)
+	}
+	q, err := loadPeerMemory(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := q.of("a"); m.Committed != 10 || m.Term != 4 {
+		t.Fatalf("a: %+v, want committed 10 term 4", m)
+	}
+	q.keepOnly([]string{"a"})
+	if m := q.of("b"); m != (memo{}) {
+		t.Fatalf("b is no longer a voter but is remembered: %+v", m)
+	}
+	if err := os.WriteFile(filepath.Join(dir, PeerMemoryFile), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := loadPeerMemory(dir)
+	if err == nil || r == nil || r.of("a") != (memo{}) {
+		t.Fatalf("a corrupt file: %v, %+v", err, r)
+	}
+	if _, err := os.Stat(filepath.Join(dir, PeerMemoryFile+".corrupt")); err != nil {
+		t.Fatalf("the corrupt file was not set aside: %v", err)
+	}
+}

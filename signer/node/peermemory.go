@@ -100,6 +100,19 @@ func (p *peerMemory) note(id string, r memo) {
 	}
 }
 
+// keepOnly forgets the memos of devices not in ids (no longer voters: a device
+// removed and added again with the same identity starts with a clean slate).
+func (p *peerMemory) keepOnly(ids []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id := range p.m {
+		if !slices.Contains(ids, id) {
+			delete(p.m, id)
+			p.dirty = true
+		}
+	}
+}
+
 // of returns the memo kept of id.
 func (p *peerMemory) of(id string) memo {
 	p.mu.Lock()
@@ -183,11 +196,12 @@ func (n *Node) callMemoryOf(ctx context.Context, id string, op byte, seq uint64)
 	return m, nil
 }
 
-// otherVoters returns the voters of Raft's latest configuration but this device.
-func (n *Node) otherVoters() []string {
+// otherVoters returns the voters of Raft's latest configuration but this device
+// (ok false when the configuration could not be read).
+func (n *Node) otherVoters() (_ []string, ok bool) {
 	f := n.log.Raft().GetConfiguration()
-	if f.Error() != nil {
-		return nil
+	if f.Error() != nil || len(f.Configuration().Servers) == 0 {
+		return nil, false
 	}
 	var out []string
 	for _, s := range f.Configuration().Servers {
@@ -196,7 +210,7 @@ func (n *Node) otherVoters() []string {
 		}
 	}
 	slices.Sort(out)
-	return out
+	return out, true
 }
 
 // keepPeerMemory asks the other voters how far they stored, once a PeerMemoryEvery,
@@ -216,7 +230,11 @@ func (n *Node) keepPeerMemory() {
 		var wg sync.WaitGroup
 		head := n.log.View().Head
 		_, leader := n.log.Raft().LeaderWithID()
-		for _, id := range n.otherVoters() {
+		voters, ok := n.otherVoters()
+		if ok {
+			n.memory.keepOnly(voters)
+		}
+		for _, id := range voters {
 			wg.Go(func() {
 				ctx, cancel := context.WithTimeout(n.ctx, PeerMemoryEvery)
 				defer cancel()
