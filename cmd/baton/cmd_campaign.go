@@ -42,9 +42,17 @@ func (c *cli) leaseCampaign() *cobra.Command {
 	return cmd
 }
 
+// campaigner is what campaign asks of the node: an *api.Client, or a test's fake.
+type campaigner interface {
+	State(ctx context.Context) (node.State, error)
+	Campaign(ctx context.Context) (node.LeaseState, error)
+}
+
+var _ campaigner = (*api.Client)(nil)
+
 // campaign waits (bounded by timeout when > 0) until this device holds the lease,
 // saying on stderr what it waits for and who holds it when it has to wait.
-func (c *cli) campaign(ctx context.Context, f *apiFlags, cl *api.Client, timeout time.Duration, name string) (node.LeaseState, error) {
+func (c *cli) campaign(ctx context.Context, f *apiFlags, cl campaigner, timeout time.Duration, name string) (node.LeaseState, error) {
 	st, err := cl.State(ctx)
 	if err != nil {
 		return node.LeaseState{}, f.apiErr(err)

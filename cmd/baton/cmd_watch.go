@@ -139,23 +139,29 @@ func (c *cli) execCmd() *cobra.Command {
 	return cmd
 }
 
+// execNode is what exec asks of the node: an *api.Client, or a test's fake.
+type execNode interface {
+	campaigner
+	WatchLease(ctx context.Context, renewals bool) (<-chan node.LeaseChange, <-chan error)
+	Release(ctx context.Context) error
+}
+
+var _ execNode = (*api.Client)(nil)
+
 func (c *cli) runExec(ctx context.Context, f *apiFlags, timeout, grace time.Duration, release bool, args []string) error {
 	cl, err := f.client()
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	asked := time.Now()
-	lease, err := c.campaign(ctx, f, cl, timeout, "exec")
+	h, err := c.acquire(ctx, f, cl, timeout)
 	if err != nil {
 		return err
 	}
-	// The hold is good until its may-sign window closes, as of when we asked.
-	validUntil := asked.Add(ms(lease.ExpiresInMs))
-
 	hctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	events, errc := cl.WatchLease(hctx, true)
+	ended := make(chan string, 1)
+	go func() { ended <- h.watch(hctx) }()
 
 	child := exec.Command(args[0], args[1:]...)
 	child.Stdin, child.Stdout, child.Stderr = c.stdin, c.stdout, c.stderr
@@ -169,67 +175,26 @@ func (c *cli) runExec(ctx context.Context, f *apiFlags, timeout, grace time.Dura
 	exited := make(chan error, 1)
 	go func() { exited <- child.Wait() }()
 
-	refresh := time.NewTicker(max(ms(lease.TTLMs)/6, 50*time.Millisecond))
-	defer refresh.Stop()
-	expiry := time.NewTimer(time.Until(validUntil))
-	defer expiry.Stop()
-	extend := func(at time.Time, expiresIn int64) {
-		if t := at.Add(ms(expiresIn)); t.After(validUntil) {
-			validUntil = t
-			expiry.Reset(time.Until(validUntil))
-		}
-	}
 	why := ""
-loop:
-	for {
-		select {
-		case err := <-exited:
-			stopWatch()
-			// What CMD left running in its group stops with it: nothing started
-			// under the hold outlives exec.
-			stopGroup(child, grace)
-			if release {
-				rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
-				if rerr := cl.Release(rctx); rerr != nil {
-					fmt.Fprintf(c.stderr, "baton exec: release after %s: %s\n", args[0], describe(rerr))
-				}
-				rcancel()
+	select {
+	case err := <-exited:
+		stopWatch()
+		// What CMD left running in its group stops with it: nothing started
+		// under the hold outlives exec.
+		stopGroup(child, grace)
+		if release {
+			rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if rerr := cl.Release(rctx); rerr != nil {
+				fmt.Fprintf(c.stderr, "baton exec: release after %s: %s\n", args[0], describe(rerr))
 			}
-			return childStatus(args[0], err)
-		case <-ctx.Done():
-			why = "interrupted"
-			break loop
-		case lc, ok := <-events:
-			if !ok {
-				why = "the node stopped answering"
-				if err := <-errc; err != nil {
-					why += " (" + describe(err) + ")"
-				}
-				break loop
-			}
-			if !lc.HeldByMe || lc.Event == "lost" {
-				why = fmt.Sprintf("the lease hold ended (%s, epoch %d, holder %s)", lc.Event, lc.Epoch, orNone(shortPeer(lc.Holder)))
-				break loop
-			}
-			extend(lc.At, lc.ExpiresInMs)
-		case <-refresh.C:
-			at := time.Now()
-			sctx, scancel := context.WithTimeout(ctx, time.Until(validUntil))
-			st, err := cl.State(sctx)
-			scancel()
-			if err == nil && st.Lease.HeldByMe {
-				extend(at, st.Lease.ExpiresInMs)
-			} else if err == nil {
-				why = "the lease hold ended (this device no longer holds it)"
-				break loop
-			}
-		case <-expiry.C:
-			if time.Now().Before(validUntil) {
-				expiry.Reset(time.Until(validUntil))
-				continue
-			}
-			why = "the may-sign window closed without a renewal seen"
-			break loop
+			rcancel()
+		}
+		return childStatus(args[0], err)
+	case <-ctx.Done():
+		why = "interrupted"
+	case why = <-ended:
+		if why == "" {
+			why = "interrupted" // the watch ended with ctx
 		}
 	}
 	stopChild(child, exited, grace)
@@ -237,6 +202,76 @@ loop:
 		return &exitError{code: 130, msg: fmt.Sprintf("interrupted: stopped %s", args[0])}
 	}
 	return fmt.Errorf("%s: stopped %s", why, args[0])
+}
+
+// execHold is this device's hold of the lease as exec follows it.
+type execHold struct {
+	cl  execNode
+	ttl time.Duration
+	// validUntil: the hold's may-sign window closes then unless a renewal is seen.
+	validUntil time.Time
+}
+
+// acquire waits until this device holds the lease (campaign) and returns the hold.
+func (c *cli) acquire(ctx context.Context, f *apiFlags, cl execNode, timeout time.Duration) (*execHold, error) {
+	asked := time.Now()
+	lease, err := c.campaign(ctx, f, cl, timeout, "exec")
+	if err != nil {
+		return nil, err
+	}
+	// The hold is good until its may-sign window closes, as of when we asked.
+	return &execHold{cl: cl, ttl: ms(lease.TTLMs), validUntil: asked.Add(ms(lease.ExpiresInMs))}, nil
+}
+
+// watch follows the hold until it ends and says why; "" when ctx ends first.
+func (h *execHold) watch(ctx context.Context) string {
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	events, errc := h.cl.WatchLease(wctx, true)
+	refresh := time.NewTicker(max(h.ttl/6, 50*time.Millisecond))
+	defer refresh.Stop()
+	expiry := time.NewTimer(time.Until(h.validUntil))
+	defer expiry.Stop()
+	extend := func(at time.Time, expiresIn int64) {
+		if t := at.Add(ms(expiresIn)); t.After(h.validUntil) {
+			h.validUntil = t
+			expiry.Reset(time.Until(h.validUntil))
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ""
+		case lc, ok := <-events:
+			if !ok {
+				why := "the node stopped answering"
+				if err := <-errc; err != nil {
+					why += " (" + describe(err) + ")"
+				}
+				return why
+			}
+			if !lc.HeldByMe || lc.Event == "lost" {
+				return fmt.Sprintf("the lease hold ended (%s, epoch %d, holder %s)", lc.Event, lc.Epoch, orNone(shortPeer(lc.Holder)))
+			}
+			extend(lc.At, lc.ExpiresInMs)
+		case <-refresh.C:
+			at := time.Now()
+			sctx, scancel := context.WithTimeout(ctx, time.Until(h.validUntil))
+			st, err := h.cl.State(sctx)
+			scancel()
+			if err == nil && st.Lease.HeldByMe {
+				extend(at, st.Lease.ExpiresInMs)
+			} else if err == nil {
+				return "the lease hold ended (this device no longer holds it)"
+			}
+		case <-expiry.C:
+			if time.Now().Before(h.validUntil) {
+				expiry.Reset(time.Until(h.validUntil))
+				continue
+			}
+			return "the may-sign window closed without a renewal seen"
+		}
+	}
 }
 
 // stopChild sends SIGTERM to CMD's process group, then SIGKILL after grace to what
