@@ -214,13 +214,22 @@ type execHold struct {
 
 // acquire waits until this device holds the lease (campaign) and returns the hold.
 func (c *cli) acquire(ctx context.Context, f *apiFlags, cl execNode, timeout time.Duration) (*execHold, error) {
-	asked := time.Now()
 	lease, err := c.campaign(ctx, f, cl, timeout, "exec")
 	if err != nil {
 		return nil, err
 	}
-	// The hold is good until its may-sign window closes, as of when we asked.
-	return &execHold{cl: cl, ttl: ms(lease.TTLMs), validUntil: asked.Add(ms(lease.ExpiresInMs))}, nil
+	// The hold is good until its may-sign window closes, as of a reading taken now:
+	// not as of when exec started waiting (before, a standby that waited longer than
+	// the window saw it closed at once and stopped CMD right after the claim).
+	at := time.Now()
+	st, err := cl.State(ctx)
+	if err != nil {
+		return nil, f.apiErr(err)
+	}
+	if !st.Lease.HeldByMe {
+		return nil, fmt.Errorf("this device held the lease at epoch %d and no longer does (%s); the command was not started", lease.Epoch, leaseWaitText(st))
+	}
+	return &execHold{cl: cl, ttl: ms(st.Lease.TTLMs), validUntil: at.Add(ms(st.Lease.ExpiresInMs))}, nil
 }
 
 // watch follows the hold until it ends and says why; "" when ctx ends first.
