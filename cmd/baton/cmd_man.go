@@ -84,7 +84,7 @@ usage error (an unknown flag, a bad value, a missing argument)
 130
 interrupted (Ctrl-C) while waiting
 .PP
-\fBexec\fP exits with CMD's own status when CMD ends by itself, 1 when the hold ended under it.
+\fBexec\fP exits with CMD's own status when CMD ends by itself, 1 when the hold ended under it, 130 when interrupted; it releases the lease when CMD ends by itself or it is interrupted, unless \fB--keep-lease\fP.
 .SH ENVIRONMENT
 .TP
 BATON_<FLAG>

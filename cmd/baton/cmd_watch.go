@@ -106,15 +106,19 @@ to the whole group, so what CMD started stops with it; when CMD ends by itself, 
 it left running in its group is stopped the same way. A process that leaves the group
 (setsid, a daemon that double-forks, systemd-run) is not reached. CMD is not in the
 terminal's foreground group: Ctrl-C reaches exec, which stops the group; give CMD its
-input through a pipe or a file, not a terminal. Exit status: CMD's own when it ends
-by itself; 1 when the hold ended under it; 2 for a usage error.
+input through a pipe or a file, not a terminal. When CMD ends by itself or exec is
+interrupted, exec releases the lease (a standby claims it at once), as ` + "`consul lock`" + ` and
+` + "`etcdctl lock`" + ` do; --keep-lease keeps holding it instead (the holder renews it as
+before). Exit status: CMD's own when it ends by itself; 1 when the hold ended under it;
+130 when interrupted; 2 for a usage error.
 
 The lease guards the chain; exec makes it a hint for work that should run on one
 device at a time. Like any lock of this kind it is not a fence: between the hold
 ending and CMD stopping there is a window (up to --grace and the time to notice).`
 
 const execExample = `  baton exec --data /tmp/b1 -- ./publish.sh
-  baton exec --data /tmp/b1 --timeout 1m --grace 5s --release -- backup --once`
+  baton exec --data /tmp/b1 --timeout 1m --grace 5s -- backup --once
+  baton exec --data /tmp/b1 --keep-lease -- ./warm-cache.sh`
 
 func (c *cli) execCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "exec [flags] -- CMD [ARGS...]", Short: "run a command while this device holds the lease",
@@ -129,12 +133,18 @@ func (c *cli) execCmd() *cobra.Command {
 	f := c.addAPIFlags(fs, 0, "")
 	timeout := fs.Duration("timeout", 0, "give up waiting for the lease after this long (0: wait until Ctrl-C)")
 	grace := fs.Duration("grace", 10*time.Second, "after SIGTERM, how long CMD may take before SIGKILL")
-	release := fs.Bool("release", false, "release the lease when CMD ends by itself")
+	keep := fs.Bool("keep-lease", false, "keep holding the lease when CMD ends or exec is interrupted (default: release it)")
+	// --release was the opt-in to what is now the default; accepted, and said so.
+	fs.Bool("release", false, "release the lease when CMD ends (the default now)")
+	_ = fs.MarkDeprecated("release", "releasing when CMD ends is the default now (--keep-lease keeps the lease)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if *timeout < 0 || *grace < 0 {
 			return usagef("--timeout and --grace must not be negative")
 		}
-		return c.runExec(cmd.Context(), f, *timeout, *grace, *release, args)
+		if *keep && cmd.Flags().Changed("release") {
+			return usagef("--keep-lease and --release contradict each other")
+		}
+		return c.runExec(cmd.Context(), f, *timeout, *grace, !*keep, args)
 	}
 	return cmd
 }
@@ -154,6 +164,12 @@ func (c *cli) runExec(ctx context.Context, f *apiFlags, timeout, grace time.Dura
 		return err
 	}
 	defer cl.Close()
+	return c.execWith(ctx, f, cl, timeout, grace, release, args)
+}
+
+// execWith is exec over cl: it waits for the hold, runs CMD under it, and releases the
+// hold when CMD ends by itself or exec is interrupted (when release).
+func (c *cli) execWith(ctx context.Context, f *apiFlags, cl execNode, timeout, grace time.Duration, release bool, args []string) error {
 	h, err := c.acquire(ctx, f, cl, timeout)
 	if err != nil {
 		return err
@@ -183,11 +199,7 @@ func (c *cli) runExec(ctx context.Context, f *apiFlags, timeout, grace time.Dura
 		// under the hold outlives exec.
 		stopGroup(child, grace)
 		if release {
-			rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if rerr := cl.Release(rctx); rerr != nil {
-				fmt.Fprintf(c.stderr, "baton exec: release after %s: %s\n", args[0], describe(rerr))
-			}
-			rcancel()
+			c.releaseHold(cl, args[0])
 		}
 		return childStatus(args[0], err)
 	case <-ctx.Done():
@@ -199,9 +211,24 @@ func (c *cli) runExec(ctx context.Context, f *apiFlags, timeout, grace time.Dura
 	}
 	stopChild(child, exited, grace)
 	if why == "interrupted" {
+		if release {
+			c.releaseHold(cl, args[0])
+		}
 		return &exitError{code: 130, msg: fmt.Sprintf("interrupted: stopped %s", args[0])}
 	}
 	return fmt.Errorf("%s: stopped %s", why, args[0])
+}
+
+// releaseHold gives this device's hold up once CMD has stopped (as `consul lock` and
+// `etcdctl lock` do), so that a standby takes over at once instead of after a TTL. It
+// releases only this device's own hold: when the hold ended meanwhile, nothing is
+// released and nothing is said.
+func (c *cli) releaseHold(cl execNode, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cl.Release(ctx); err != nil && !errors.Is(err, node.ErrNotHolder) {
+		fmt.Fprintf(c.stderr, "baton exec: release after %s: %s\n", name, describe(err))
+	}
 }
 
 // execHold is this device's hold of the lease as exec follows it.
