@@ -98,7 +98,8 @@ func leaseLine(lc node.LeaseChange, self string) string {
 const execLong = `Runs CMD while this device holds the lease, as ` + "`consul lock`" + ` and ` + "`etcdctl lock`" + ` do:
 it first waits until this device holds the lease (its signer loop claims a free lease by
 itself; a lease held by another device is waited out, never stolen; --timeout bounds
-the wait; while it waits it says on stderr who holds the lease), then starts CMD with this command's stdin, stdout and stderr. The moment the
+the wait; while it waits it says on stderr who holds the lease, and again each time
+the lease moves), then starts CMD with this command's stdin, stdout and stderr. The moment the
 hold ends (lost, released, transferred, stolen, or this device's may-sign window
 closes without a renewal it has seen, or the node stops answering), CMD gets SIGTERM,
 then SIGKILL after --grace. CMD runs in a process group of its own and the signals go

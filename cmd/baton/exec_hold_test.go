@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -11,28 +12,43 @@ import (
 	"github.com/batonhq/baton/signer/node"
 )
 
-// fakeExecNode is a node whose lease another device holds until handOver (a `lease
-// transfer --to` this device); from then on this device holds it and renews it every
-// half TTL until stall. Its may-sign window closes 2/3 TTL after the last renewal.
-// The watch stream's first line comes latency after it is asked for (the API's).
+// fakeExecNode is a node whose lease another device holds (moveTo moves it between
+// other devices) until handOver (a `lease transfer --to` this device); from then on
+// this device holds it and renews it every half TTL until stall. Its may-sign window
+// closes 2/3 TTL after the last renewal. The watch stream's first line comes latency
+// after it is asked for (the API's).
 type fakeExecNode struct {
 	ttl     time.Duration
 	latency time.Duration
 
 	mu       sync.Mutex
-	heldAt   time.Time // zero: another device holds the lease
-	stallAt  time.Time // zero: renewing
+	other    string        // the holder while another device holds it
+	epoch    uint64        // the epoch while another device holds it
+	moved    chan struct{} // closed (and replaced) when other changes
+	heldAt   time.Time     // zero: another device holds the lease
+	stallAt  time.Time     // zero: renewing
 	handed   chan struct{}
 	released bool
 }
 
 func newFakeExecNode(ttl time.Duration) *fakeExecNode {
-	return &fakeExecNode{ttl: ttl, latency: 50 * time.Millisecond, handed: make(chan struct{})}
+	return &fakeExecNode{ttl: ttl, latency: 50 * time.Millisecond, other: "12D3KooWother", epoch: 1,
+		moved: make(chan struct{}), handed: make(chan struct{})}
+}
+
+func (n *fakeExecNode) moveTo(holder string) {
+	n.mu.Lock()
+	n.other = holder
+	n.epoch++
+	close(n.moved)
+	n.moved = make(chan struct{})
+	n.mu.Unlock()
 }
 
 func (n *fakeExecNode) handOver() {
 	n.mu.Lock()
 	n.heldAt = time.Now()
+	n.epoch++
 	n.mu.Unlock()
 	close(n.handed)
 }
@@ -48,7 +64,7 @@ func (n *fakeExecNode) lease() node.LeaseState {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.heldAt.IsZero() || n.released {
-		return node.LeaseState{Holder: "12D3KooWother", Epoch: 1, TTLMs: n.ttl.Milliseconds(), ExpiresInMs: n.ttl.Milliseconds()}
+		return node.LeaseState{Holder: n.other, Epoch: n.epoch, TTLMs: n.ttl.Milliseconds(), ExpiresInMs: n.ttl.Milliseconds()}
 	}
 	now := time.Now()
 	if !n.stallAt.IsZero() {
@@ -57,7 +73,7 @@ func (n *fakeExecNode) lease() node.LeaseState {
 	half := n.ttl / 2
 	renewed := n.heldAt.Add(now.Sub(n.heldAt) / half * half)
 	left := renewed.Add(n.ttl * 2 / 3).Sub(time.Now())
-	return node.LeaseState{Holder: "12D3KooWself", Epoch: 2, TTLMs: n.ttl.Milliseconds(), ExpiresInMs: max(left.Milliseconds(), 0), HeldByMe: left > 0}
+	return node.LeaseState{Holder: "12D3KooWself", Epoch: n.epoch, TTLMs: n.ttl.Milliseconds(), ExpiresInMs: max(left.Milliseconds(), 0), HeldByMe: left > 0}
 }
 
 func (n *fakeExecNode) State(ctx context.Context) (node.State, error) {
@@ -73,8 +89,9 @@ func (n *fakeExecNode) Campaign(ctx context.Context) (node.LeaseState, error) {
 	}
 }
 
-// WatchLease sends the current lease after latency, then a renewal every half TTL
-// while this device renews.
+// WatchLease sends the current lease after latency; then, while another device holds
+// it, each move ("transfer"), and the claim once it is handed over; then a renewal
+// every half TTL while this device renews.
 func (n *fakeExecNode) WatchLease(ctx context.Context, renewals bool) (<-chan node.LeaseChange, <-chan error) {
 	ch, errc := make(chan node.LeaseChange), make(chan error, 1)
 	send := func(event string) bool {
@@ -96,6 +113,26 @@ func (n *fakeExecNode) WatchLease(ctx context.Context, renewals bool) (<-chan no
 		}
 		if !send("current") {
 			return
+		}
+		for {
+			n.mu.Lock()
+			moved, held := n.moved, !n.heldAt.IsZero()
+			n.mu.Unlock()
+			if held {
+				break
+			}
+			select {
+			case <-moved:
+				if !send("transfer") {
+					return
+				}
+			case <-n.handed:
+				if !send("claim") {
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
 		}
 		n.mu.Lock()
 		heldAt := n.heldAt
@@ -123,6 +160,37 @@ func (n *fakeExecNode) Release(ctx context.Context) error {
 	n.released = true
 	n.mu.Unlock()
 	return nil
+}
+
+// While exec (or lease campaign) waits, it says each time the lease moves to another
+// holder (issue 39.2: "waiting, the standby never updates who holds the lease"), and
+// says nothing of this device's own claim.
+func TestCampaignSaysWhereTheLeaseMoves(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeExecNode(5 * time.Second)
+		var errs syncBuffer
+		c := &cli{stdout: io.Discard, stderr: &errs, getenv: func(string) string { return "" }}
+		f := &apiFlags{data: new(string), api: new(string), tokenFile: new(string), getenv: c.getenv}
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.campaign(t.Context(), f, n, 0, "exec")
+			done <- err
+		}()
+		time.Sleep(2 * time.Second)
+		n.moveTo("12D3KooWthird7777")
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if !strings.Contains(errs.String(), "still waiting: the lease is now held by …rd7777 at epoch 2 (transfer)") {
+			t.Errorf("no line for the move while waiting:\n%s", errs.String())
+		}
+		n.handOver()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if lines := strings.Count(errs.String(), "\n"); lines != 2 {
+			t.Errorf("%d lines on stderr, want the first and the move's:\n%s", lines, errs.String())
+		}
+	})
 }
 
 // exec on a standby that waited for the lease (issue 39: TTL 5 s, `baton exec` waiting,
