@@ -5,7 +5,9 @@
 #   docker run -d --name baton -v baton:/data -p 7420:7420 -p 127.0.0.1:9420:9420 baton \
 #       run --metrics-addr 0.0.0.0:9420
 #
-# The data dir is /data (BATON_DATA); keep it on a volume: it holds the keys.
+# The data dir is /data/baton (BATON_DATA) on the /data volume, which the image's
+# nonroot user owns: the mark (/data/baton.mark, outside the data dir, so that a
+# restored data dir is recognised) sits beside it. Keep the volume: it holds the keys.
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -19,9 +21,10 @@ RUN CGO_ENABLED=0 go build -trimpath -buildvcs=auto -ldflags="-s -w -X main.revi
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/baton /usr/local/bin/baton
-# /data belongs to the image's nonroot user (65532), so a new volume does too.
+# /data belongs to the image's nonroot user (65532), so a new volume does too; baton
+# creates the data dir and the mark inside it.
 COPY --from=build --chown=65532:65532 /out/data /data
-ENV BATON_DATA=/data BATON_LOG_FORMAT=json BATON_LISTEN=/ip4/0.0.0.0/tcp/7420
+ENV BATON_DATA=/data/baton BATON_LOG_FORMAT=json BATON_LISTEN=/ip4/0.0.0.0/tcp/7420
 VOLUME /data
 EXPOSE 7420 9420
 USER nonroot:nonroot

@@ -274,7 +274,7 @@ func TestRefusalAtOrBelowHeadSettledLocally(t *testing.T) {
 					handled = true
 					// The local replica lags: it shows neither copy until the loop
 					// has taken the answer.
-					defer spy.lagUntilAnswered(l, dev)()
+					defer spy.lagUntilAnswered(t, l, dev)()
 					// The first copy applies; the next commit applies after it; the
 					// answer the loop gets is the resent copy's.
 					if res, err = spy.fwdLog.Propose(ctx, intentlog.CommitEntry{Raw: raw}); err != nil || !res.Accepted {
@@ -337,7 +337,7 @@ func TestRefusalBehindHeadThenAppliedNoFalseAlarm(t *testing.T) {
 				case 2:
 					firstTwo.Do(func() {
 						handled = true
-						defer spy.lagUntilAnswered(l, dev)() // the loop sees its replica only after the answer
+						defer spy.lagUntilAnswered(t, l, dev)() // the loop sees its replica only after the answer
 						if copyA, err = spy.fwdLog.Propose(ctx, intentlog.CommitEntry{Raw: raw}); err != nil {
 							return
 						}
@@ -385,15 +385,15 @@ func falseAlarmCluster(t *testing.T, old bool) (*Loop, *clusterDev, *commitSpy, 
 // lagUntilAnswered makes the loop see its replica as it is now until the loop has
 // taken the answer the caller is about to return (two more steps): a local replica
 // that lags. It returns the function to defer.
-func (s *commitSpy) lagUntilAnswered(l *Loop, dev *clusterDev) func() {
+func (s *commitSpy) lagUntilAnswered(t *testing.T, l *Loop, dev *clusterDev) func() {
 	v := dev.log.View()
 	s.frozen.Store(&v)
+	done := t.Context() // the test's end, not a deadline a loaded machine may miss
 	return func() {
 		steps := l.Stats().Steps
 		go func() {
-			deadline := time.Now().Add(5 * time.Second)
-			for l.Stats().Steps <= steps+1 && time.Now().Before(deadline) {
-				<-time.After(time.Millisecond)
+			for l.Stats().Steps <= steps+1 && done.Err() == nil {
+				<-time.After(time.Millisecond) // polling interval, not synchronisation
 			}
 			s.frozen.Store(nil)
 			l.Wake()

@@ -216,11 +216,19 @@ type inflight struct {
 
 	content  *intentlog.Result // the apply refused it for its content (refused.go)
 	analysed bool              // its offending ops were answered and dropped
+
+	// firstCarried is the ID of the first submission it carried, kept for
+	// firstStatus once its submissions were answered (a late answer, collectLate).
+	firstCarried string
 }
 
 // signer is the signing goroutine's state (owned by it).
 type signer struct {
-	flight    []*inflight
+	flight []*inflight
+	// late are commits the local replica showed applied while their proposal was
+	// still running: they left flight, and their answer, when it comes, is still
+	// compared with the local chain (collectLate).
+	late      []*inflight
 	stopEpoch uint64 // a commit was refused under this epoch: sign nothing more under it
 	answered  chan struct{}
 	bumped    bool          // the loop moved to a next epoch once
@@ -563,6 +571,7 @@ func (l *Loop) commitTimeout() time.Duration {
 
 // collect takes the answers of finished proposals.
 func (l *Loop) collect(s *signer) {
+	l.collectLate(s)
 	for _, c := range s.flight {
 		if !c.proposing {
 			continue
@@ -631,6 +640,37 @@ func (l *Loop) collect(s *signer) {
 	}
 }
 
+// collectLate takes the answers to proposals of commits the local replica showed
+// applied before the answer came (resolve): an answer that refuses the commit (and
+// is not the answer to a second copy, settleLocally) contradicts the local chain.
+// Before, such an answer was never read, and whether a divergence was reported
+// depended on which came first: the answer or the local apply.
+func (l *Loop) collectLate(s *signer) {
+	kept := s.late[:0]
+	for _, c := range s.late {
+		select {
+		case <-c.done:
+		default:
+			kept = append(kept, c)
+			continue
+		}
+		c.proposing = false
+		res := c.res
+		if c.err != nil || res.Accepted || res.Head.Seq == c.seq && res.Head.Hash == c.hash || l.settleLocally(c, res) {
+			continue
+		}
+		c.refused, c.refusedAt = true, res.Index
+		l.count(func(st *LoopStats) { st.CommitsRejected++; st.Rejections[res.Reason]++ })
+		s.stopEpoch = max(s.stopEpoch, c.epoch)
+		if res.Reason == intentlog.ReasonEpochMismatch || res.Reason == intentlog.ReasonNotHolder {
+			l.markDead(c.epoch)
+		}
+		l.refusedYetApplied(c)
+	}
+	clear(s.late[len(kept):])
+	s.late = kept
+}
+
 // finishApplied answers the submitters of an applied commit.
 func (l *Loop) finishApplied(c *inflight) {
 	o := Outcome{Index: c.index, Seq: c.seq, Hash: c.hash}
@@ -686,6 +726,14 @@ func (l *Loop) resolve(s *signer, v intentlog.View) {
 					l.refusedYetApplied(c)
 				}
 				if !c.applied {
+					if c.proposing {
+						// Its answer is still to come: a refusal would contradict the
+						// local chain (collectLate).
+						if len(c.carried) > 0 {
+							c.firstCarried = c.carried[0].in.ID
+						}
+						s.late = append(s.late, c)
+					}
 					c.applied = true
 					l.count(func(st *LoopStats) {
 						st.CommitsAccepted++
@@ -726,6 +774,9 @@ func (l *Loop) diverged(err error) {
 func (l *Loop) firstStatus(c *inflight) (intentlog.IntentResult, bool, error) {
 	if len(c.carried) > 0 {
 		return l.cfg.Log.IntentStatus(c.carried[0].in.ID)
+	}
+	if c.firstCarried != "" {
+		return l.cfg.Log.IntentStatus(c.firstCarried)
 	}
 	return intentlog.IntentResult{}, false, nil
 }

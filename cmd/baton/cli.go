@@ -61,8 +61,8 @@ const rootLong = `baton elects one signer among a few devices and extends one si
 Every flag can also be set in the environment as BATON_<FLAG> (dashes become
 underscores, e.g. BATON_DATA, BATON_LISTEN); a flag on the command line wins.
 BATON_API_TOKEN gives the bearer token of a TCP --api (secrets never go in argv).
-The data dir defaults to ~/.baton; as root without one, to /var/lib/baton when the
-packaged service's device is there (so ` + "`baton status`" + ` beside the service finds its
+The data dir defaults to ~/.baton; as root without one, to /var/lib/baton/data when
+the packaged service's device is there (so ` + "`baton status`" + ` beside the service finds its
 node). --api takes a socket path, a data dir, host:port or http://host:port. Usage
 errors exit 2, other failures 1, a removed device's run 3 (baton man: EXIT STATUS).`
 
@@ -335,8 +335,10 @@ func noArgs(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
-// ServiceDataDir is the data dir of the packaged service (deploy/systemd).
-const ServiceDataDir = "/var/lib/baton"
+// ServiceDataDir is the data dir of the packaged service (deploy/systemd): a
+// subdirectory of its state directory /var/lib/baton, which the baton user owns, so
+// that the mark beside it (/var/lib/baton/data.mark) can be written.
+const ServiceDataDir = "/var/lib/baton/data"
 
 // defaultDataDir is ~/.baton (BATON_DATA overrides it through the usual env rule).
 // As root, when ~/.baton does not exist and the packaged service's data dir holds a

@@ -15,7 +15,8 @@ import (
 const campaignLong = `Waits until this device holds the lease (POST /v1/lease/campaign, asked again every
 30 s), then prints its epoch. Its signer loop claims a free lease by itself; a lease
 another device holds is waited out, never stolen (that is ` + "`lease steal`" + `). While it
-waits it says on stderr who holds the lease and when this device may claim it.
+waits it says on stderr who holds the lease and when this device may claim it, and
+again each time the lease moves to another holder.
 --timeout bounds the wait (0: until Ctrl-C). Exit status 0 once held, 1 on timeout.`
 
 func (c *cli) leaseCampaign() *cobra.Command {
@@ -42,9 +43,18 @@ func (c *cli) leaseCampaign() *cobra.Command {
 	return cmd
 }
 
+// campaigner is what campaign asks of the node: an *api.Client, or a test's fake.
+type campaigner interface {
+	State(ctx context.Context) (node.State, error)
+	Campaign(ctx context.Context) (node.LeaseState, error)
+	WatchLease(ctx context.Context, renewals bool) (<-chan node.LeaseChange, <-chan error)
+}
+
+var _ campaigner = (*api.Client)(nil)
+
 // campaign waits (bounded by timeout when > 0) until this device holds the lease,
 // saying on stderr what it waits for and who holds it when it has to wait.
-func (c *cli) campaign(ctx context.Context, f *apiFlags, cl *api.Client, timeout time.Duration, name string) (node.LeaseState, error) {
+func (c *cli) campaign(ctx context.Context, f *apiFlags, cl campaigner, timeout time.Duration, name string) (node.LeaseState, error) {
 	st, err := cl.State(ctx)
 	if err != nil {
 		return node.LeaseState{}, f.apiErr(err)
@@ -57,7 +67,7 @@ func (c *cli) campaign(ctx context.Context, f *apiFlags, cl *api.Client, timeout
 		wctx, cancel = context.WithTimeout(ctx, timeout)
 	}
 	defer cancel()
-	lease, err := cl.Campaign(wctx)
+	lease, err := c.campaignSaying(wctx, cl, st, name)
 	if err == nil {
 		return lease, nil
 	}
@@ -72,6 +82,41 @@ func (c *cli) campaign(ctx context.Context, f *apiFlags, cl *api.Client, timeout
 		return node.LeaseState{}, fmt.Errorf("this device did not get the lease within --timeout %s; %s", timeout, leaseWaitText(st))
 	}
 	return node.LeaseState{}, f.apiErr(err)
+}
+
+// campaignSaying campaigns and, while it waits, says on stderr each time the lease
+// moves to another holder (or is released), so that a long wait shows who holds the
+// lease now, not only who held it when the wait began.
+func (c *cli) campaignSaying(ctx context.Context, cl campaigner, st node.State, name string) (node.LeaseState, error) {
+	if st.Lease.HeldByMe {
+		return cl.Campaign(ctx)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		events, _ := cl.WatchLease(wctx, false)
+		last := st.Lease.Holder
+		for lc := range events {
+			if lc.HeldByMe || lc.Holder == st.ID || lc.Holder == last {
+				continue // this device's own claim ends the wait; no change to tell
+			}
+			last = lc.Holder
+			fmt.Fprintf(c.stderr, "baton %s: still waiting: %s\n", name, leaseMovedText(lc))
+		}
+	}()
+	lease, err := cl.Campaign(wctx)
+	stop()
+	<-done // nothing more is written once campaign returns
+	return lease, err
+}
+
+// leaseMovedText says where the lease went, for a device that waits for it.
+func leaseMovedText(lc node.LeaseChange) string {
+	if lc.Holder == "" {
+		return fmt.Sprintf("nobody holds the lease (%s at epoch %d): the first standby's signer loop claims it at its next tick", lc.Event, lc.Epoch)
+	}
+	return fmt.Sprintf("the lease is now held by %s at epoch %d (%s)", shortPeer(lc.Holder), lc.Epoch, lc.Event)
 }
 
 // leaseWaitText says who holds the lease and when this device may claim it.

@@ -84,20 +84,20 @@ usage error (an unknown flag, a bad value, a missing argument)
 130
 interrupted (Ctrl-C) while waiting
 .PP
-\fBexec\fP exits with CMD's own status when CMD ends by itself, 1 when the hold ended under it.
+\fBexec\fP exits with CMD's own status when CMD ends by itself, 1 when the hold ended under it, 130 when interrupted; it releases the lease when CMD ends by itself or it is interrupted, unless \fB--keep-lease\fP.
 .SH ENVIRONMENT
 .TP
 BATON_<FLAG>
 every flag, e.g. BATON_DATA, BATON_LISTEN, BATON_TTL (dashes become underscores); a flag on the command line wins
 .TP
 BATON_DATA
-the data dir (default ~/.baton; as root, when ~/.baton does not exist and /var/lib/baton holds a device, /var/lib/baton, the packaged service's)
+the data dir (default ~/.baton; as root, when ~/.baton does not exist and /var/lib/baton/data holds a device, /var/lib/baton/data, the packaged service's)
 .TP
 BATON_API_TOKEN
 the bearer token for a TCP \fB--api\fP (secrets never go in argv)
 .SH FILES
 .TP
-~/.baton, /var/lib/baton
+~/.baton, /var/lib/baton/data
 the data dir: identity.key (this device's libp2p key), network.key, chain.key (absent on a replica), device.json, raft.db (the Raft log), state.db (the applied state), members.json (members' addresses), removed-members.json (members removed while this device was one), removed.json (this device left or was removed), baton.sock (the API socket), baton.lock, api.token
 .TP
 /etc/default/baton

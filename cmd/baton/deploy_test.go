@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/batonhq/baton/signer/node"
 )
 
 func readRepo(t *testing.T, path ...string) string {
@@ -41,23 +43,7 @@ func TestPackaging(t *testing.T) {
 	}
 
 	unit := readRepo(t, "deploy", "systemd", "baton.service")
-	sections := map[string]map[string][]string{}
-	cur := ""
-	for _, line := range strings.Split(unit, "\n") {
-		line = strings.TrimSpace(line)
-		switch {
-		case line == "" || strings.HasPrefix(line, "#"):
-		case strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]"):
-			cur = line[1 : len(line)-1]
-			sections[cur] = map[string][]string{}
-		default:
-			k, v, ok := strings.Cut(line, "=")
-			if !ok || cur == "" {
-				t.Fatalf("baton.service: not key=value in a section: %q", line)
-			}
-			sections[cur][k] = append(sections[cur][k], v)
-		}
-	}
+	sections := parseUnit(t, unit)
 	svc := sections["Service"]
 	if svc == nil || sections["Unit"] == nil || sections["Install"] == nil {
 		t.Fatalf("baton.service sections: %v", sections)
@@ -106,6 +92,120 @@ func TestPackaging(t *testing.T) {
 		if strings.HasPrefix(line, "ENV ") {
 			checkEnvFlags(t, "Dockerfile", line)
 		}
+	}
+}
+
+// parseUnit reads a systemd unit's sections: section -> key -> values in order.
+func parseUnit(t *testing.T, unit string) map[string]map[string][]string {
+	t.Helper()
+	sections := map[string]map[string][]string{}
+	cur := ""
+	for _, line := range strings.Split(unit, "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "" || strings.HasPrefix(line, "#"):
+		case strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]"):
+			cur = line[1 : len(line)-1]
+			sections[cur] = map[string][]string{}
+		default:
+			k, v, ok := strings.Cut(line, "=")
+			if !ok || cur == "" {
+				t.Fatalf("baton.service: not key=value in a section: %q", line)
+			}
+			sections[cur][k] = append(sections[cur][k], v)
+		}
+	}
+	return sections
+}
+
+// checkDataLayout checks, for one place the packaging puts a data dir, that the service
+// user can create the data dir and the mark (the highest Raft term and index reached:
+// outside the data dir, so that a restored data dir is recognised; by default
+// <data>.mark, beside it) in directories it owns (writable).
+func checkDataLayout(t *testing.T, where, data, mark string, writable []string) {
+	t.Helper()
+	if mark == "" {
+		mark = data + node.MarkSuffix // the default (signer/node: Config.MarkFile)
+	}
+	owned := func(dir string) bool {
+		for _, w := range writable {
+			if dir == filepath.Clean(w) {
+				return true
+			}
+		}
+		return false
+	}
+	if !filepath.IsAbs(data) || !owned(filepath.Dir(data)) {
+		t.Errorf("%s: the data dir %s is not in a directory the service user owns (%v)", where, data, writable)
+	}
+	if !owned(filepath.Dir(mark)) {
+		t.Errorf("%s: the mark %s is not in a directory the service user owns (%v): the node logs an ERROR on every start", where, mark, writable)
+	}
+	if rel, err := filepath.Rel(data, mark); err != nil || !strings.HasPrefix(rel, "..") {
+		t.Errorf("%s: the mark %s is inside the data dir %s: a restored data dir would restore it too", where, mark, data)
+	}
+}
+
+// Where the packaging and the README put the data dir, the service user can write its
+// parent, so the default mark beside it works (issue 39.3: the unit and the README put
+// it at /var/lib/baton, whose parent the baton user cannot write, and `baton join` as
+// the README says logged an ERROR on its first start; the image put it at /data, the
+// root of its volume, in / which nonroot cannot write).
+func TestDataDirParentWritable(t *testing.T) {
+	// systemd: StateDirectory= directories (under /var/lib) belong to User=.
+	unit := readRepo(t, "deploy", "systemd", "baton.service")
+	svc := parseUnit(t, unit)["Service"]
+	env := map[string]string{}
+	for _, e := range svc["Environment"] {
+		k, v, _ := strings.Cut(e, "=")
+		env[k] = v
+	}
+	var states []string
+	for _, sd := range svc["StateDirectory"] {
+		for _, d := range strings.Fields(sd) {
+			states = append(states, "/var/lib/"+d)
+		}
+	}
+	data := env["BATON_DATA"]
+	checkDataLayout(t, "baton.service", data, env["BATON_MARK_FILE"], states)
+	if data != ServiceDataDir {
+		t.Errorf("baton.service's data dir %s is not ServiceDataDir %s (where the CLI looks as root)", data, ServiceDataDir)
+	}
+
+	// The README's install steps: the directories it makes for the baton user, and the
+	// data dir its join (the device's first start, before the unit) uses.
+	readme := readRepo(t, "README.md")
+	var made []string
+	for _, m := range regexp.MustCompile(`install -d -o baton -g baton -m 0700 (\S+)`).FindAllStringSubmatch(readme, -1) {
+		made = append(made, m[1])
+	}
+	join := regexp.MustCompile(`sudo -u baton baton (?:join|init) --data (\S+)`).FindStringSubmatch(readme)
+	if join == nil || len(made) == 0 {
+		t.Fatalf("README: no install steps found (install -d -o baton: %v; join: %v)", made, join)
+	}
+	checkDataLayout(t, "README's install", join[1], "", made)
+	if join[1] != data {
+		t.Errorf("README's install uses the data dir %s, the unit %s", join[1], data)
+	}
+
+	// Docker: the image's nonroot user owns the directory it copies with --chown, the
+	// volume; the data dir is inside it.
+	df := readRepo(t, "Dockerfile")
+	if !strings.Contains(df, "USER nonroot") {
+		t.Fatal("Dockerfile: not run as nonroot")
+	}
+	var owned []string
+	for _, m := range regexp.MustCompile(`COPY --from=build --chown=65532:65532 \S+ (\S+)`).FindAllStringSubmatch(df, -1) {
+		owned = append(owned, m[1])
+	}
+	ddata := regexp.MustCompile(`(?m)^ENV .*\bBATON_DATA=(\S+)`).FindStringSubmatch(df)
+	vol := regexp.MustCompile(`(?m)^VOLUME (\S+)`).FindStringSubmatch(df)
+	if ddata == nil || vol == nil {
+		t.Fatalf("Dockerfile: BATON_DATA %v, VOLUME %v", ddata, vol)
+	}
+	checkDataLayout(t, "Dockerfile", ddata[1], "", owned)
+	if filepath.Dir(ddata[1]) != vol[1] {
+		t.Errorf("Dockerfile: the data dir %s and its mark are not on the volume %s", ddata[1], vol[1])
 	}
 }
 

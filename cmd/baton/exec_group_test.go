@@ -94,10 +94,22 @@ func TestExecStopsTheCommandsProcessGroup(t *testing.T) {
 		return err == nil && st.Lease.HeldByMe
 	})
 	pidFile = filepath.Join(dir, "bg2")
+	releases := func() int {
+		code, out, errs := runCLI(t, nil, "", "lease", "history", "--data", data, "--event", "release", "--json")
+		if code != 0 {
+			t.Fatalf("lease history: %d %q", code, errs)
+		}
+		return strings.Count(out, `"release"`)
+	}
+	before := releases()
 	code, _, errs := runCLI(t, nil, "", "exec", "--data", data, "--grace", "2s", "--",
 		"sh", "-c", `sleep 300 & echo $! > `+pidFile+`; exit 7`)
 	if code != 7 {
 		t.Errorf("exec of a command that exits 7: %d %q", code, errs)
+	}
+	// And released the lease (the default, as consul lock and etcdctl lock do).
+	if after := releases(); after != before+1 {
+		t.Errorf("%d releases in the lease history after exec's command ended, want %d", after, before+1)
 	}
 	bg = readPid(t, pidFile)
 	if !gone(bg) {
