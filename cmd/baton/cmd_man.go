@@ -79,7 +79,10 @@ failure; the reason is one line on stderr
 usage error (an unknown flag, a bad value, a missing argument)
 .TP
 3
-\fBrun\fP, \fBjoin\fP: this device was removed from its cluster by another member (also when it learns so from a member after being removed while it was down); do not restart it from the same data dir (the systemd unit has RestartPreventExitStatus=3)
+\fBrun\fP, \fBjoin\fP: this device was removed from its cluster by another member (also when it learns so from a member after being removed while it was down); do not restart it from the same data dir (the systemd unit has RestartPreventExitStatus=3 4)
+.TP
+4
+\fBrun\fP, \fBjoin\fP: the members found another process running with this device's identity (identity.key), started earlier: this one is a clone (a data dir copied or started beside its original, a cloned machine) and signed nothing; do not restart it from this data dir: \fBbaton init\fP a new device and join it
 .TP
 130
 interrupted (Ctrl-C) while waiting

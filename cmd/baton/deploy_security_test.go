@@ -24,7 +24,7 @@ func TestSystemdUnitHardening(t *testing.T) {
 		"ProtectKernelTunables=yes", "ProtectKernelModules=yes", "ProtectKernelLogs=yes", "ProtectControlGroups=yes",
 		"ProtectClock=yes", "ProtectHostname=yes", "ProtectProc=invisible", "ProcSubset=pid",
 		"LockPersonality=yes", "MemoryDenyWriteExecute=yes", "RestrictRealtime=yes", "RestrictSUIDSGID=yes",
-		"RestartPreventExitStatus=3", "ReadWritePaths=/var/lib/baton",
+		"RestartPreventExitStatus=3 4", "ReadWritePaths=/var/lib/baton",
 	} {
 		if !strings.Contains(unit, want) {
 			t.Errorf("baton.service lacks %q", strings.TrimSpace(want))

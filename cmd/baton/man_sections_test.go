@@ -12,7 +12,7 @@ import (
 func TestManPagesHaveExitStatusFilesEnvironment(t *testing.T) {
 	check := func(name, page string) {
 		t.Helper()
-		for _, want := range []string{".SH EXIT STATUS", "RestartPreventExitStatus=3", ".SH ENVIRONMENT", "BATON_DATA", ".SH FILES", "removed.json"} {
+		for _, want := range []string{".SH EXIT STATUS", "RestartPreventExitStatus=3 4", ".SH ENVIRONMENT", "BATON_DATA", ".SH FILES", "removed.json"} {
 			if !strings.Contains(page, want) {
 				t.Errorf("%s lacks %q", name, want)
 			}
