@@ -315,8 +315,18 @@ func TestAPI(t *testing.T) {
 			}
 		}
 		after := fingerprintOf(t, n)
+		// The device's own lease writes may be refused as stale_rev meanwhile on a
+		// loaded machine (a renewal sent again after its call timed out, behind the
+		// first copy that applied: 1 of 4 -race runs beside busy loops at load ~7);
+		// no request above reaches the log (each is answered with its error, checked
+		// above), so only the other reasons are compared.
+		own := func(m map[intentlog.Reason]uint64) map[intentlog.Reason]uint64 {
+			m = maps.Clone(m)
+			delete(m, intentlog.ReasonStaleRev)
+			return m
+		}
 		if before.head != after.head || before.pending != after.pending || before.records != after.records ||
-			before.members != after.members || !maps.Equal(before.rejections, after.rejections) {
+			before.members != after.members || !maps.Equal(own(before.rejections), own(after.rejections)) {
 			t.Fatalf("bad requests changed the state: %+v -> %+v", before, after)
 		}
 		if holdsBefore != n.Holds() {
