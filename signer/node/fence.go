@@ -290,7 +290,7 @@ func (f *fence) writeLocked(m markDoc) {
 	b, _ := json.Marshal(m)
 	if err := writeSynced(f.path, append(b, '\n')); err != nil {
 		if f.werr == nil {
-			f.logger.Error("could not write the mark beside the data dir", "path", f.path, "err", err)
+			f.logger.Error("could not write the mark beside the data dir: put the data dir inside a directory this user owns, or give --mark-file a path in one (the mark must stay outside the data dir)", "path", f.path, "err", err)
 		}
 		f.werr = err
 		return

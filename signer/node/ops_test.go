@@ -110,6 +110,8 @@ func TestRaftLogger(t *testing.T) {
 	l := newRaftLogger(slog.New(c), slog.LevelInfo)
 	l.Warn("heartbeat timeout reached, starting election", "last-leader-addr", "", "last-leader-id", "")
 	l.Error("failed to decode incoming command", "error", io.EOF)
+	l.Error("failed to flush response", "error", timeoutErr{}) // a stopping peer's stream, deadline reached (TestOperatorsCluster)
+	l.Error("failed to pipeline appendEntries", "peer", "p1", "error", io.ErrUnexpectedEOF)
 	l.Named("snapshot").With("path", "/x").Info("creating new snapshot", "took", time.Second)
 	l.Error("failed to heartbeat to", "peer", "p1", "error", io.ErrClosedPipe)
 	if l.StandardLogger(nil) == nil || l.StandardWriter(nil) == nil {
@@ -123,7 +125,7 @@ func TestRaftLogger(t *testing.T) {
 	c.recs = nil
 	c.mu.Unlock()
 	if len(recs) != 3 {
-		t.Fatalf("%d records, want 3 (the closed-stream decode error is debug)", len(recs))
+		t.Fatalf("%d records, want 3 (the closed-stream decode, flush and pipeline errors are debug)", len(recs))
 	}
 	if r := recs[0]; r.Level != slog.LevelInfo || r.Message != "heartbeat timeout reached, starting election" {
 		t.Errorf("election at start: %v %q", r.Level, r.Message)
@@ -147,3 +149,9 @@ func TestRaftLogger(t *testing.T) {
 		t.Fatalf("default level: %d records", len(c.recs))
 	}
 }
+
+// timeoutErr is an error that reports Timeout, as yamux's "i/o deadline reached" does.
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string { return "i/o deadline reached" }
+func (timeoutErr) Timeout() bool { return true }

@@ -57,6 +57,16 @@ var raftLevels = map[string]slog.Level{
 	"failed to contact":              slog.LevelWarn,
 }
 
+// closedStreamMsgs are Raft's messages about a stream that a closed connection or an
+// expired deadline can end: a peer stopping (a graceful stop logged "failed to flush
+// response" on the other device, testnet TestOperatorsCluster), a network change.
+// With such an error (closedStream) they are not warnings.
+var closedStreamMsgs = map[string]bool{
+	"failed to decode incoming command": true,
+	"failed to flush response":          true,
+	"failed to pipeline appendEntries":  true,
+}
+
 // closedStream reports errors of a connection that was closed under Raft (a peer or
 // this device stopping): not worth an error line.
 func closedStream(args []any) bool {
@@ -90,7 +100,7 @@ func (r *raftLogger) slogLevel(level hclog.Level, msg string, args []any) slog.L
 	if o, ok := raftLevels[msg]; ok && o < lv {
 		lv = o
 	}
-	if lv >= slog.LevelWarn && msg == "failed to decode incoming command" && closedStream(args) {
+	if lv >= slog.LevelWarn && closedStreamMsgs[msg] && closedStream(args) {
 		lv = slog.LevelDebug
 	}
 	return lv
