@@ -38,7 +38,7 @@ var (
 	flagNodes    = flag.Int("nodes", 0, "devices, 3 to 5 (default: from the seed)")
 	flagTTL      = flag.Duration("ttl", 0, "lease TTL (default 1s)")
 	flagTick     = flag.Duration("tick", 0, "signer tick (default 100ms)")
-	flagKnobs    = flag.String("knobs", "", "knobs that put fixed bugs back (epoch-only-claim, dedupe-count=N, unsealed-raft, skip-validation, resign-refused, trust-refusal, unbounded-log-time, shared-stamp, no-fence, rebootstrap, barrier-nudges, no-send-ahead, early-unacked)")
+	flagKnobs    = flag.String("knobs", "", "knobs that put fixed bugs back (epoch-only-claim, dedupe-count=N, unsealed-raft, skip-validation, resign-refused, trust-refusal, unbounded-log-time, shared-stamp, no-fence, rebootstrap, fence-filters-only, barrier-nudges, no-send-ahead, early-unacked)")
 	flagEvents   = flag.Bool("events", false, "print every event of a replayed seed")
 	flagKeep     = flag.Bool("keep", false, "keep the data directories")
 	flagOut      = flag.String("out", "", "write each failed seed's report and events into this directory")
