@@ -22,13 +22,15 @@ import (
 // stopped, and a copy of its data dir (and, apart, of its mark <dir>.mark) is kept:
 // the founder's backup from before anyone joined. Then dev0 starts again and the
 // others join (they never bootstrap: the leader adds them as voters through its
-// raft.Raft, as the re-join of a removed member does). During the run:
+// raft.Raft, as the re-join of a removed member does); each joiner's disk from
+// before it joined (no data dir, no mark) is its first copy. During the run:
 //
 //   - FBackup stops a device (kill -9), copies its data dir and its mark, and starts
 //     it again: copies of every device at varying ages (up to maxCopies each, the
-//     founder's pre-join backup always kept);
+//     pre-join copies always kept);
 //   - FTimeTravel kills a device and puts its data dir back to one of its copies
-//     (for dev0 the founder's pre-join backup half the time), restored in place: the
+//     (half the time its pre-join copy: for dev0 the founder's backup, for the
+//     others no data dir at all), restored in place: the
 //     mark beside the dir survives, so the start sees the dir behind it and is fenced
 //     (signer/node fence.go): it must neither campaign, lead, claim nor sign until it
 //     has caught up, even when the copy's configuration names it alone (item 1: with
@@ -59,7 +61,8 @@ type dirCopy struct {
 	dir     string        // the copy of the data dir
 	mark    string        // the copy of its mark ("": it had none)
 	at      time.Duration // virtual time it was taken
-	founder bool          // the founder's backup from before anyone joined
+	prejoin bool          // from before the others joined (dev0) or before this device joined
+	empty   bool          // no data dir at all (a joiner's disk before it joined)
 	label   string
 }
 
@@ -119,7 +122,7 @@ func (w *world) foundAlone() error {
 	if err != nil {
 		return err
 	}
-	c.founder, c.label = true, "the founder's backup from before anyone joined"
+	c.prejoin, c.label = true, "the founder's backup from before anyone joined"
 	w.mu.Lock()
 	w.copies[0] = []*dirCopy{c}
 	w.mu.Unlock()
@@ -141,6 +144,9 @@ func (w *world) foundAlone() error {
 		if err != nil {
 			return fmt.Errorf("dev%d: join: %w", d.idx, err)
 		}
+		w.mu.Lock()
+		w.copies[d.idx] = []*dirCopy{{prejoin: true, empty: true, label: "its disk from before it joined (no data dir)"}}
+		w.mu.Unlock()
 	}
 	// Every device has the founder's commit before the faults begin.
 	deadline := time.Now().Add(5 * w.cfg.TTL)
@@ -203,7 +209,7 @@ func (w *world) keepCopy(d *device) (*dirCopy, error) {
 }
 
 // addCopy keeps c among dev's copies, dropping the oldest beyond maxCopies (never
-// the founder's backup).
+// the pre-join copy).
 func (w *world) addCopy(dev int, c *dirCopy) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -211,9 +217,9 @@ func (w *world) addCopy(dev int, c *dirCopy) {
 	var kept []*dirCopy
 	n := 0
 	for i := len(cs) - 1; i >= 0; i-- {
-		if cs[i].founder || n < maxCopies {
+		if cs[i].prejoin || n < maxCopies {
 			kept = append([]*dirCopy{cs[i]}, kept...)
-			if !cs[i].founder {
+			if !cs[i].prejoin {
 				n++
 			}
 			continue
@@ -248,8 +254,8 @@ func (w *world) injectTimeTravel(a action, dev int) (bool, string) {
 	}
 	rng := rngFor(a)
 	c := cs[rng.IntN(len(cs))]
-	if cs[0].founder && rng.IntN(2) == 0 {
-		c = cs[0] // the founder's pre-join backup half the time: the copy item 1 is about
+	if cs[0].prejoin && rng.IntN(2) == 0 {
+		c = cs[0] // the pre-join copy half the time (dev0's: the copy item 1 is about)
 	}
 	if !w.takeRepairSlot(dev) {
 		return false, ""
@@ -262,7 +268,7 @@ func (w *world) injectTimeTravel(a action, dev int) (bool, string) {
 	}
 	whole := a.Kind == FTimeTravelWhole
 	err := os.RemoveAll(d.dir)
-	if err == nil {
+	if err == nil && !c.empty {
 		err = copyDir(c.dir, d.dir)
 	}
 	if err == nil && whole {
@@ -284,6 +290,9 @@ func (w *world) injectTimeTravel(a action, dev int) (bool, string) {
 		how = "whole disk (its mark rolled back too)"
 	}
 	detail := fmt.Sprintf("dev%d restored from %s, taken at %.3fs, %s", dev, c.label, c.at.Seconds(), how)
+	if c.empty {
+		detail = fmt.Sprintf("dev%d restored to %s, %s", dev, c.label, how)
+	}
 	if err != nil {
 		detail += ": " + err.Error()
 	}
