@@ -78,7 +78,7 @@ func init() {
 	// which nothing detects today (issue 38 item 2): its seeds find forks, the known
 	// limit (TestTimeTravelWholeDiskLimit). Not in any default draw.
 	profiles["timetravel-whole"] = Profile{Name: "timetravel-whole", FounderAlone: true, FaultEvery: 700 * time.Millisecond,
-		Weights: map[string]int{FTimeTravelWhole: 4, FBackup: 3, FCrash: 2, FPartition: 1, FLeadership: 1, FTransfer: 1},
+		Weights: map[string]int{FTimeTravelWhole: 6, FBackup: 2, FCrash: 1, FPartition: 1, FLeadership: 1, FTransfer: 1},
 		Clients: 4, Think: 50 * time.Millisecond,
 		Timeout: [2]time.Duration{300 * time.Millisecond, 3 * time.Second}, WaitSigned: 0.3}
 }
