@@ -51,6 +51,9 @@ type device struct {
 	// (faults_timetravel.go): node.New counts the others in it as the members it
 	// knows, so every later start names them all.
 	servers []raft.Server
+	// cloneFrom: this is a clone of device idx (faults_clone.go), which these devices
+	// reach instead of the original.
+	cloneFrom []int
 }
 
 func newDevice(w *world, i int) *device {
@@ -91,7 +94,11 @@ func (d *device) start() error {
 	}
 	w := d.w
 	ep := &endpoint{dev: d.idx, addr: raft.ServerAddress(d.id), dead: make(chan struct{}), raftIn: make(chan raft.RPC, 16)}
-	w.nw.attach(ep)
+	if d.cloneFrom != nil {
+		w.nw.attachClone(ep, d.cloneFrom)
+	} else {
+		w.nw.attach(ep)
+	}
 	d.mu.Lock()
 	inc, joins, servers := d.inc+1, d.joins, d.servers
 	d.mu.Unlock()

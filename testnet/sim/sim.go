@@ -425,6 +425,8 @@ type world struct {
 	// them; under mu (faults_timetravel.go).
 	copies map[int][]*dirCopy
 	copyN  int
+	// clone: the running clone of a device, nil mostly; under mu (faults_clone.go).
+	clone *device
 	// setupEnd: when the cluster of a FounderAlone profile was complete; the
 	// schedule's times count from there.
 	setupEnd time.Duration
