@@ -40,7 +40,9 @@
 //     pre-join backup, a joiner's empty disk from before it joined, later copies),
 //     its mark kept (fence-filters-only: item 1 of issue 38 forks) or, in profile
 //     timetravel-whole only, rolled back too (a whole-disk restore: undetected
-//     today, the known limit of item 2);
+//     today, the known limit of item 2); in profile timetravel-clone, a copy
+//     started beside the original with its identity (faults_clone.go: item 4's
+//     known limit);
 //   - pauses: SIGSTOP (the clock's readings both catch up on resume) or a suspend
 //     (only the wall reading does); the endpoints freeze (nothing sent, arrivals held
 //     and delivered on resume) and proposals wait (knobs.Node.BeforePropose);
