@@ -193,9 +193,10 @@ func (w *world) submitTo(d *device, id string) error {
 func (w *world) keepCopy(d *device) (*dirCopy, error) {
 	w.mu.Lock()
 	w.copyN++
-	base := filepath.Join(w.dir, fmt.Sprintf("dev%d.copy%d", d.idx, w.copyN))
+	num := w.copyN
 	w.mu.Unlock()
-	c := &dirCopy{dir: base, at: w.since(), label: fmt.Sprintf("copy %d", w.copyN)}
+	base := filepath.Join(w.dir, fmt.Sprintf("dev%d.copy%d", d.idx, num))
+	c := &dirCopy{dir: base, at: w.since(), label: fmt.Sprintf("copy %d", num)}
 	if err := copyDir(d.dir, base); err != nil {
 		return nil, err
 	}
