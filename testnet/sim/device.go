@@ -46,6 +46,14 @@ type device struct {
 	removed   bool
 	diskBad   bool // a disk fault left its raft.db refused, until repaired (faults_disk.go)
 	joins     bool // repaired: it joins the cluster (never bootstraps one) from now on
+	// servers is the configuration its next start bootstraps (node.Parts.Servers;
+	// nil: every device). A founder that bootstraps alone names only itself, once
+	// (faults_timetravel.go): node.New counts the others in it as the members it
+	// knows, so every later start names them all.
+	servers []raft.Server
+	// cloneFrom: this is a clone of device idx (faults_clone.go), which these devices
+	// reach instead of the original.
+	cloneFrom []int
 }
 
 func newDevice(w *world, i int) *device {
@@ -86,10 +94,17 @@ func (d *device) start() error {
 	}
 	w := d.w
 	ep := &endpoint{dev: d.idx, addr: raft.ServerAddress(d.id), dead: make(chan struct{}), raftIn: make(chan raft.RPC, 16)}
-	w.nw.attach(ep)
+	if d.cloneFrom != nil {
+		w.nw.attachClone(ep, d.cloneFrom)
+	} else {
+		w.nw.attach(ep)
+	}
 	d.mu.Lock()
-	inc, joins := d.inc+1, d.joins
+	inc, joins, servers := d.inc+1, d.joins, d.servers
 	d.mu.Unlock()
+	if servers == nil {
+		servers = w.servers()
+	}
 	logger := w.cfg.Logger
 	var raftLevel slog.Leveler // the node's default without --log
 	if logger == nil {
@@ -115,7 +130,7 @@ func (d *device) start() error {
 	}
 	applyKnobs(w.cfg.Knobs, &cfg)
 	trans := &raftTransport{nw: w.nw, ep: ep, index: w.index, timeout: w.cfg.TTL / 2}
-	n, err := node.New(cfg, node.Parts{ID: d.id, Raft: trans, Servers: w.servers(),
+	n, err := node.New(cfg, node.Parts{ID: d.id, Raft: trans, Servers: servers,
 		Net: func(r *raft.Raft, h node.Handlers) (node.Network, error) {
 			return newForwarder(w.nw, ep, d.idx, w.ids, r, h, func(leader string) {
 				if leader == d.id {

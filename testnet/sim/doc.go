@@ -33,6 +33,16 @@
 //     a command's data, the stable term or vote), in state.db, or a torn raft.db; a
 //     device must never start on a flipped field (corrupt_store), and is removed,
 //     repaired and re-joined at the heal;
+//   - time travel (profile timetravel, faults_timetravel.go): dev0 founds the
+//     cluster alone (its first bootstrap names only itself) and is copied, dir and
+//     mark apart, before the others join as voters; backups copy stopped devices;
+//     a restore puts a device's dir back to any of its copies (the founder's
+//     pre-join backup, a joiner's empty disk from before it joined, later copies),
+//     its mark kept (fence-filters-only: item 1 of issue 38 forks) or, in profile
+//     timetravel-whole only, rolled back too (a whole-disk restore: undetected
+//     today, the known limit of item 2); in profile timetravel-clone, a copy
+//     started beside the original with its identity (faults_clone.go: item 4's
+//     known limit);
 //   - pauses: SIGSTOP (the clock's readings both catch up on resume) or a suspend
 //     (only the wall reading does); the endpoints freeze (nothing sent, arrivals held
 //     and delivered on resume) and proposals wait (knobs.Node.BeforePropose);

@@ -105,6 +105,12 @@ func (w *world) inject(a action, dev int) (bool, string) {
 	case FRepairMajority:
 		return w.injectRepairMajority(a, dev)
 
+	case FBackup, FTimeTravel, FTimeTravelWhole:
+		return w.injectTimeTravel(a, dev) // faults_timetravel.go
+
+	case FClone:
+		return w.injectClone(a, dev) // faults_clone.go
+
 	case FCrash, FPowerCut:
 		d := w.devs[dev]
 		if !d.crash(a.Kind == FPowerCut, a.Damage, a.Frac) {

@@ -25,7 +25,8 @@ import (
 //	-events       print every event of a replayed seed as it happens
 //	-keep         keep the data directories
 //	-out DIR      write each failed seed's report and all its events there
-//	-long         run the long schedules (TestFindsBugC: the old window size, 75,000 intents, no knob)
+//	-long         run the long schedules (TestFindsBugC: the old window size, 75,000 intents, no knob;
+//	              TestCloneLimit: 32 seeds)
 //	-repeat N     with -seed: replay N times, count how often each violation kind comes back
 //	              (go test's own -cpu 1 runs them with GOMAXPROCS=1)
 //	-known K,K    violation kinds TestSim only logs (while a bug they stand for is being fixed)
@@ -38,11 +39,11 @@ var (
 	flagNodes    = flag.Int("nodes", 0, "devices, 3 to 5 (default: from the seed)")
 	flagTTL      = flag.Duration("ttl", 0, "lease TTL (default 1s)")
 	flagTick     = flag.Duration("tick", 0, "signer tick (default 100ms)")
-	flagKnobs    = flag.String("knobs", "", "knobs that put fixed bugs back (epoch-only-claim, dedupe-count=N, unsealed-raft, skip-validation, resign-refused, trust-refusal, unbounded-log-time, shared-stamp, no-fence, rebootstrap, barrier-nudges, no-send-ahead, early-unacked)")
+	flagKnobs    = flag.String("knobs", "", "knobs that put fixed bugs back (epoch-only-claim, dedupe-count=N, unsealed-raft, skip-validation, resign-refused, trust-refusal, unbounded-log-time, shared-stamp, no-fence, rebootstrap, fence-filters-only, barrier-nudges, no-send-ahead, early-unacked)")
 	flagEvents   = flag.Bool("events", false, "print every event of a replayed seed")
 	flagKeep     = flag.Bool("keep", false, "keep the data directories")
 	flagOut      = flag.String("out", "", "write each failed seed's report and events into this directory")
-	flagLong     = flag.Bool("long", false, "run the long schedules (TestFindsBugC without its knob)")
+	flagLong     = flag.Bool("long", false, "run the long schedules (TestFindsBugC without its knob, TestCloneLimit)")
 	flagSeedRand = flag.Bool("seedrand", true, "with -seed: seed math/rand's global source (Raft's election timeouts) from the seed")
 	flagRepeat   = flag.Int("repeat", 1, "with -seed: replay it this many times and count how often each violation comes back")
 	flagFormat   = flag.String("format", "", "the chain's commit format: baton (default) or atproto")

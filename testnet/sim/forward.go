@@ -195,7 +195,7 @@ func (f *forwarder) Call(ctx context.Context, to string, payload []byte) ([]byte
 	if dev < 0 || !f.isMember(dev) {
 		return nil, fmt.Errorf("call %s: %w", to, transport.ErrNotMember)
 	}
-	dst := f.nw.current(dev)
+	dst := f.nw.current(f.ep, dev)
 	if dst == nil {
 		return nil, fmt.Errorf("call %s: %w", to, transport.ErrUnreachable) // the dial is refused
 	}

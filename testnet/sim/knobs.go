@@ -59,6 +59,12 @@ type Knobs struct {
 	// profile's faults make them matter.
 	NoFence     bool
 	Rebootstrap bool
+	// FenceFiltersOnly: internal/knobs.Node's: the fence only filters Raft's messages
+	// (issue 38 item 1, put back): a fenced device still campaigns, claims and signs,
+	// and a restored copy whose configuration names it alone elects itself with no
+	// message sent. Profile timetravel's restores of the founder's pre-join backup
+	// find it (faults_timetravel.go).
+	FenceFiltersOnly bool
 	// BarrierNudges: internal/knobs.Intentlog's: the leader nudges followers with a
 	// barrier entry, never a commit notice (intentlog/notice.go). Not a bug: the path
 	// a transport without notices takes, which a sweep should still cover.
@@ -94,7 +100,7 @@ func applyKnobs(k Knobs, cfg *node.Config) {
 		cfg.Knobs.Election = &knobs.Election{UnclampedStamps: true}
 	}
 	applySignerKnobs(k, cfg) // knobs_signer.go
-	cfg.Knobs.NoFence, cfg.Knobs.Rebootstrap = k.NoFence, k.Rebootstrap
+	cfg.Knobs.NoFence, cfg.Knobs.Rebootstrap, cfg.Knobs.FenceFiltersOnly = k.NoFence, k.Rebootstrap, k.FenceFiltersOnly
 }
 
 // String is the form ParseKnobs reads: "epoch-only-claim,dedupe-count=64" ("" for
@@ -121,6 +127,9 @@ func (k Knobs) String() string {
 	}
 	if k.Rebootstrap {
 		parts = append(parts, "rebootstrap")
+	}
+	if k.FenceFiltersOnly {
+		parts = append(parts, "fence-filters-only")
 	}
 	if k.BarrierNudges {
 		parts = append(parts, "barrier-nudges")
@@ -155,6 +164,8 @@ func ParseKnobs(s string) (Knobs, error) {
 			k.NoFence = true
 		case "rebootstrap":
 			k.Rebootstrap = true
+		case "fence-filters-only":
+			k.FenceFiltersOnly = true
 		case "barrier-nudges":
 			k.BarrierNudges = true
 		case "no-send-ahead":
@@ -171,7 +182,7 @@ func ParseKnobs(s string) (Knobs, error) {
 			if k.setSignerKnob(name) {
 				continue
 			}
-			return Knobs{}, fmt.Errorf("sim: unknown knob %q (have epoch-only-claim, dedupe-count=N, unsealed-raft, unbounded-log-time, no-fence, rebootstrap, barrier-nudges, no-send-ahead, early-unacked, %s)", name, strings.Join(signerKnobList, ", "))
+			return Knobs{}, fmt.Errorf("sim: unknown knob %q (have epoch-only-claim, dedupe-count=N, unsealed-raft, unbounded-log-time, no-fence, rebootstrap, fence-filters-only, barrier-nudges, no-send-ahead, early-unacked, %s)", name, strings.Join(signerKnobList, ", "))
 		}
 	}
 	return k, nil

@@ -109,21 +109,28 @@ type NetStats struct {
 }
 
 type network struct {
-	mu     sync.Mutex
-	n      int
-	links  [][]*link
-	eps    []*endpoint // current endpoint per device; nil while down
-	def    linkFaults
-	closed bool
-	done   chan struct{}
-	wg     sync.WaitGroup
-	stats  NetStats
+	mu    sync.Mutex
+	n     int
+	links [][]*link
+	eps   []*endpoint // current endpoint per device; nil while down
+	// clones: a second process with a device's identity (faults_clone.go), nil
+	// mostly; cloneRoute[from][to]: device from's connection to device to reaches
+	// to's clone, not the original.
+	clones     []*endpoint
+	cloneRoute [][]bool
+	def        linkFaults
+	closed     bool
+	done       chan struct{}
+	wg         sync.WaitGroup
+	stats      NetStats
 }
 
 func newNetwork(seed int64, n int, def linkFaults) *network {
-	nw := &network{n: n, eps: make([]*endpoint, n), def: def, done: make(chan struct{})}
+	nw := &network{n: n, eps: make([]*endpoint, n), clones: make([]*endpoint, n), cloneRoute: make([][]bool, n),
+		def: def, done: make(chan struct{})}
 	nw.links = make([][]*link, n)
 	for a := range n {
+		nw.cloneRoute[a] = make([]bool, n)
 		nw.links[a] = make([]*link, n)
 		for b := range n {
 			if a == b {
@@ -144,6 +151,27 @@ func (nw *network) attach(ep *endpoint) {
 	nw.mu.Lock()
 	nw.eps[ep.dev] = ep
 	nw.mu.Unlock()
+}
+
+// attachClone makes ep, a second process with device ep.dev's identity, reachable
+// from the devices in from (their connections to that identity reach it); the
+// others still reach the original.
+func (nw *network) attachClone(ep *endpoint, from []int) {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	nw.clones[ep.dev] = ep
+	for _, o := range from {
+		nw.cloneRoute[o][ep.dev] = true
+	}
+}
+
+// routeLocked is the endpoint device from's connection to device to reaches (nil
+// while down).
+func (nw *network) routeLocked(from *endpoint, to int) *endpoint {
+	if c := nw.clones[to]; c != nil && from != nil && nw.cloneRoute[from.dev][to] {
+		return c
+	}
+	return nw.eps[to]
 }
 
 // setServe installs ep's handler of forwarded requests.
@@ -172,6 +200,12 @@ func (nw *network) kill(ep *endpoint) {
 	close(ep.dead)
 	if nw.eps[ep.dev] == ep {
 		nw.eps[ep.dev] = nil
+	}
+	if nw.clones[ep.dev] == ep {
+		nw.clones[ep.dev] = nil
+		for o := range nw.n {
+			nw.cloneRoute[o][ep.dev] = false
+		}
 	}
 }
 
@@ -228,10 +262,12 @@ func (nw *network) heal() {
 	}
 }
 
-func (nw *network) current(dev int) *endpoint {
+// current is the endpoint device from's connection to device dev reaches (nil while
+// down).
+func (nw *network) current(from *endpoint, dev int) *endpoint {
 	nw.mu.Lock()
 	defer nw.mu.Unlock()
-	return nw.eps[dev]
+	return nw.routeLocked(from, dev)
 }
 
 // send queues a message from ep to device to's current endpoint; deliver runs at the
@@ -247,10 +283,10 @@ func (nw *network) sendTo(from, dst *endpoint, to int, cls msgClass, deliver fun
 	defer nw.mu.Unlock()
 	nw.stats.Sent[cls]++
 	if dst == nil {
-		dst = nw.eps[to]
+		dst = nw.routeLocked(from, to)
 	}
 	switch {
-	case nw.closed || from.isDead || from.paused || dst == nil || dst.isDead:
+	case nw.closed || from.isDead || from.paused || dst == nil || dst.isDead || from.dev == to:
 		nw.stats.Dropped[cls]++
 		nw.stats.DroppedDown++
 		return

@@ -91,6 +91,10 @@ type Profile struct {
 	// ClockSkew bounds the wall clock offsets the devices start with (format.go; 0:
 	// none, or on an atproto run 2 minutes).
 	ClockSkew time.Duration
+	// FounderAlone: dev0 bootstraps alone, signs, is stopped and copied (the
+	// founder's backup from before anyone joined), starts again, and the others
+	// join; the fault phase starts after that (faults_timetravel.go).
+	FounderAlone bool
 }
 
 var profiles = map[string]Profile{
@@ -158,10 +162,14 @@ func LookupProfile(name string) (Profile, error) {
 // seedProfile is the profile of a seed run without one named: one seed in ten runs
 // without faults (where nothing signed may be refused), one in twenty with clocks that
 // jump by minutes to days, one in twenty with the lease handed back and forth between
-// clocks apart (flapping), the rest the mixed bag.
+// clocks apart (flapping), one in twenty with disks that go back in time after a
+// founder that started alone (timetravel), the rest the mixed bag.
 func seedProfile(seed int64) string {
 	if seed%10 == 0 {
 		return "calm"
+	}
+	if seed%20 == 13 {
+		return "timetravel" // faults_timetravel.go
 	}
 	if seed%20 == 15 {
 		return "flapping" // faults_clock.go

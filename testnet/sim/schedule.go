@@ -313,6 +313,8 @@ func makeSchedule(seed int64, devices int, p Profile, dur, ttl time.Duration) []
 			a.Damage = diskDamage(rng)
 		case FRepair, FLostDB, FRestore, FRepairBehind, FRepairMajority:
 			diskAction(&a, rng, target)
+		case FBackup, FTimeTravel, FTimeTravelWhole, FClone:
+			timeTravelAction(&a, rng, target)
 		case FPause:
 			a.Dur = ttlTimes(1.2, 3)
 			a.Target, a.Dev = target()

@@ -421,6 +421,15 @@ type world struct {
 	// majorityRepaired: a repairmajority fault ran (faults_repair_majority.go): no
 	// liveness is asked after it, the history's survival instead; under mu.
 	majorityRepaired bool
+	// copies: the kept copies of each device's data dir, oldest first; copyN numbers
+	// them; under mu (faults_timetravel.go).
+	copies map[int][]*dirCopy
+	copyN  int
+	// clone: the running clone of a device, nil mostly; under mu (faults_clone.go).
+	clone *device
+	// setupEnd: when the cluster of a FounderAlone profile was complete; the
+	// schedule's times count from there.
+	setupEnd time.Duration
 }
 
 type linkFault struct {
@@ -448,7 +457,7 @@ func newWorld(cfg Config) (*world, error) {
 	prof, _ := LookupProfile(cfg.Profile)
 	w := &world{cfg: cfg, prof: prof, start: time.Now(), done: make(chan struct{}), recovering: make(chan struct{}),
 		vseen: map[string]bool{}, vcount: map[string]int{}, faults: map[string]int{}, active: map[int]func(){}, linkFs: map[int]linkFault{},
-		index: map[raft.ServerAddress]int{}}
+		index: map[raft.ServerAddress]int{}, copies: map[int][]*dirCopy{}}
 	w.ev = newEventRing(w.start, cfg.Trace)
 	dir, err := os.MkdirTemp(cfg.Dir, fmt.Sprintf("baton-sim-%d-", cfg.Seed))
 	if err != nil {
@@ -539,15 +548,25 @@ func (w *world) run() (res *Result) {
 			res = w.result()
 		}
 	}()
-	for _, d := range w.devs {
-		if err := d.start(); err != nil {
-			w.violation(VPanic, d.idx, "start: %v", err)
+	if w.prof.FounderAlone {
+		w.monWG.Add(1)
+		go w.chk.run()
+		if err := w.foundAlone(); err != nil { // faults_timetravel.go
+			w.violation(VPanic, -1, "founding the cluster: %v", err)
 			w.shutdown()
 			return w.result()
 		}
+	} else {
+		for _, d := range w.devs {
+			if err := d.start(); err != nil {
+				w.violation(VPanic, d.idx, "start: %v", err)
+				w.shutdown()
+				return w.result()
+			}
+		}
+		w.monWG.Add(1)
+		go w.chk.run()
 	}
-	w.monWG.Add(1)
-	go w.chk.run()
 	w.startLoad()
 	finished := make(chan struct{})
 	defer close(finished)
@@ -555,14 +574,14 @@ func (w *world) run() (res *Result) {
 
 	// The fault phase: run the schedule.
 	for _, a := range w.acts {
-		w.sleepUntil(a.At)
+		w.sleepUntil(w.setupEnd + a.At)
 		w.opWG.Add(1)
 		go func() {
 			defer w.opWG.Done()
 			w.do(a)
 		}()
 	}
-	w.sleepUntil(w.cfg.Duration)
+	w.sleepUntil(w.setupEnd + w.cfg.Duration)
 
 	// Recovery: stop new intents, heal everything, then liveness and convergence.
 	w.mu.Lock()
