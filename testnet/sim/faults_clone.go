@@ -14,9 +14,10 @@ import (
 // the clone, the others the original (as libp2p peers dialing one peer ID reach
 // whichever process answered). The clone's dir is one of the device's kept copies
 // (faults_timetravel.go), its mark copied with it, so nothing on it says it is a
-// copy; nothing detects two processes with one identity today (item 4, not built):
-// the clone answers and votes for the device with an older log. A known limit, in no
-// default draw: profile timetravel-clone only (TestCloneLimit). One clone at a time;
+// copy. The members detect two live processes with one identity from their memory
+// calls (signer/node clone.go: two incarnations calling); a clone of the founder's
+// pre-join copy knows no member, calls none, and leads a one-device cluster of its
+// own: the limit, in no default draw, profile timetravel-clone only (TestCloneLimit). One clone at a time;
 // the heal stops it.
 const FClone = "clone"
 

@@ -38,9 +38,10 @@ import (
 //     second commit for a seq the others hold: VFork);
 //   - FTimeTravelWhole does the same with the mark rolled back too (put back to its
 //     copy, or removed if the copy had none): a whole-disk restore. Nothing on the
-//     device says it went back in time, and the members do not yet remember what it
-//     acknowledged (item 2, not built): the founder's pre-join backup so restored
-//     elects itself alone and forks. The known limit, kept out of profile
+//     device says it went back in time; the members remember what it stored (item 2,
+//     peer memory) and fence it when one that knows more is reachable at its start,
+//     but the founder's pre-join backup so restored knows no member to ask, elects
+//     itself alone and forks. The known limit, kept out of profile
 //     timetravel and shown by profile timetravel-whole (TestTimeTravelWholeDiskLimit).
 //
 // The heal of either restore starts the device on the restored dir. Like the repair

@@ -65,6 +65,10 @@ type Knobs struct {
 	// message sent. Profile timetravel's restores of the founder's pre-join backup
 	// find it (faults_timetravel.go).
 	FenceFiltersOnly bool
+	// NoPeerMemory: internal/knobs.Node's: a starting device does not ask the
+	// members what they remember of it (issue 38 item 2, put back): a whole-disk
+	// restore (the mark rolled back too) is not recognised (profile timetravel-whole).
+	NoPeerMemory bool
 	// BarrierNudges: internal/knobs.Intentlog's: the leader nudges followers with a
 	// barrier entry, never a commit notice (intentlog/notice.go). Not a bug: the path
 	// a transport without notices takes, which a sweep should still cover.
@@ -101,6 +105,7 @@ func applyKnobs(k Knobs, cfg *node.Config) {
 	}
 	applySignerKnobs(k, cfg) // knobs_signer.go
 	cfg.Knobs.NoFence, cfg.Knobs.Rebootstrap, cfg.Knobs.FenceFiltersOnly = k.NoFence, k.Rebootstrap, k.FenceFiltersOnly
+	cfg.Knobs.NoPeerMemory = k.NoPeerMemory
 }
 
 // String is the form ParseKnobs reads: "epoch-only-claim,dedupe-count=64" ("" for
@@ -130,6 +135,9 @@ func (k Knobs) String() string {
 	}
 	if k.FenceFiltersOnly {
 		parts = append(parts, "fence-filters-only")
+	}
+	if k.NoPeerMemory {
+		parts = append(parts, "no-peer-memory")
 	}
 	if k.BarrierNudges {
 		parts = append(parts, "barrier-nudges")
@@ -166,6 +174,8 @@ func ParseKnobs(s string) (Knobs, error) {
 			k.Rebootstrap = true
 		case "fence-filters-only":
 			k.FenceFiltersOnly = true
+		case "no-peer-memory":
+			k.NoPeerMemory = true
 		case "barrier-nudges":
 			k.BarrierNudges = true
 		case "no-send-ahead":
@@ -182,7 +192,7 @@ func ParseKnobs(s string) (Knobs, error) {
 			if k.setSignerKnob(name) {
 				continue
 			}
-			return Knobs{}, fmt.Errorf("sim: unknown knob %q (have epoch-only-claim, dedupe-count=N, unsealed-raft, unbounded-log-time, no-fence, rebootstrap, fence-filters-only, barrier-nudges, no-send-ahead, early-unacked, %s)", name, strings.Join(signerKnobList, ", "))
+			return Knobs{}, fmt.Errorf("sim: unknown knob %q (have epoch-only-claim, dedupe-count=N, unsealed-raft, unbounded-log-time, no-fence, rebootstrap, fence-filters-only, no-peer-memory, barrier-nudges, no-send-ahead, early-unacked, %s)", name, strings.Join(signerKnobList, ", "))
 		}
 	}
 	return k, nil
