@@ -297,9 +297,6 @@ func New(cfg Config, parts Parts) (*Node, error) {
 	if parts.ID == "" || parts.Raft == nil || parts.Net == nil {
 		return nil, fmt.Errorf("%w: Parts needs an ID, a Raft transport and a network", ErrBadConfig)
 	}
-	for _, s := range parts.Servers {
-		parts.known = append(parts.known, string(s.ID))
-	}
 	n, err := assemble(cfg, parts, nil)
 	if err != nil {
 		return nil, err
