@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -46,9 +45,7 @@ func TestProcsRestoredFounderBackupCatchesUp(t *testing.T) {
 			if err := pc.Stop(ctx, inviter); err != nil {
 				return err
 			}
-			if err := copyTreeOf(inviter.Dir, backup); err != nil {
-				return err
-			}
+			testutil.CopyTree(t, inviter.Dir, backup)
 			if err := pc.Restart(ctx, inviter); err != nil {
 				return err
 			}
@@ -83,9 +80,7 @@ func TestProcsRestoredFounderBackupCatchesUp(t *testing.T) {
 	if err := os.RemoveAll(founder.Dir); err != nil {
 		t.Fatal(err)
 	}
-	if err := copyTreeOf(backup, founder.Dir); err != nil {
-		t.Fatal(err)
-	}
+	testutil.CopyTree(t, backup, founder.Dir)
 	if err := pc.Restart(ctx, founder); err != nil {
 		t.Fatal(err)
 	}
@@ -140,31 +135,4 @@ func seqHash(ctx context.Context, pc *ProcCluster, d *Device, seq uint64) string
 		return hex.EncodeToString(h[:])
 	}
 	return ""
-}
-
-// copyTreeOf copies a data dir's regular files (with their permissions) and
-// directories (the socket is not a regular file and is skipped), as a backup does.
-func copyTreeOf(from, to string) error {
-	return filepath.WalkDir(from, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, p)
-		dst := filepath.Join(to, rel)
-		if d.IsDir() {
-			return os.MkdirAll(dst, 0o700)
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(dst, b, fi.Mode().Perm())
-	})
 }

@@ -90,6 +90,11 @@ type ClusterConfig struct {
 	// Call set (its text only). Optional: without it, calls are refused with
 	// ErrNoHandler. It runs concurrently for concurrent calls.
 	OnCall func(ctx context.Context, from peer.ID, payload []byte) ([]byte, error)
+	// KeepMembers, if set and true, keeps the address book from being pruned to the
+	// Raft configuration: this device knows its configuration is stale (a restored
+	// copy from before some members joined: they hold the history it must catch up
+	// with, and a pruned book would refuse them).
+	KeepMembers func() bool
 }
 
 // Cluster forwards proposals and membership changes to the Raft leader over libp2p

@@ -542,7 +542,7 @@ func (c *Cluster) syncOnce() {
 			c.log.Error("record member", "peer", p, "err", err)
 		}
 	}
-	if !selfIn {
+	if !selfIn || (c.cfg.KeepMembers != nil && c.cfg.KeepMembers()) {
 		return
 	}
 	for p := range book {

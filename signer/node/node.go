@@ -187,7 +187,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n, err := assemble(cfg, Parts{ID: id, Raft: trans, known: known, Net: func(r *raft.Raft, h Handlers) (Network, error) {
 		c, err := transport.NewCluster(host, r, h.Apply, transport.ClusterConfig{Logger: cfg.Logger.With("node", shortID(id)),
-			Barrier: h.Barrier,
+			Barrier: h.Barrier, KeepMembers: h.Stale,
 			OnCall: func(ctx context.Context, from peer.ID, payload []byte) ([]byte, error) {
 				return h.Call(ctx, from.String(), payload)
 			}})
@@ -271,6 +271,9 @@ type Handlers struct {
 	Barrier func(ctx context.Context) (uint64, error)
 	// Call answers another member's Network.Call.
 	Call func(ctx context.Context, from string, payload []byte) ([]byte, error)
+	// Stale reports whether this device knows its Raft configuration to be stale
+	// (its fence is up or pending): the network keeps the members it knows.
+	Stale func() bool
 }
 
 // Parts are what New needs besides the Config: this device's ID (its Raft server ID and
@@ -367,7 +370,8 @@ func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err er
 	// Raft runs (held if the fence is up: Hold), but got no message before the fence
 	// was decided.
 	fenced.release()
-	n.net, err = parts.Net(n.log.Raft(), n.afterStart(Handlers{Apply: n.applyOnLeader, Barrier: n.barrierOnLeader, Call: n.handleCall}))
+	n.net, err = parts.Net(n.log.Raft(), n.afterStart(Handlers{Apply: n.applyOnLeader, Barrier: n.barrierOnLeader, Call: n.handleCall,
+		Stale: func() bool { return n.fence.armed.Load() || n.fence.pending.Load() }}))
 	if err != nil {
 		return nil, fmt.Errorf("network: %w", err)
 	}
@@ -484,6 +488,7 @@ func (n *Node) afterStart(h Handlers) Handlers {
 		}
 	}
 	return Handlers{
+		Stale: h.Stale,
 		Apply: func(ctx context.Context, entry []byte) ([]byte, error) {
 			if err := wait(ctx); err != nil {
 				return nil, err

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -180,40 +179,8 @@ func TestRestoredOldCopyDoesNotElectAStaleLeader(t *testing.T) {
 	})
 }
 
-// copyTree copies a directory of regular files (a data dir; the socket is skipped).
-func copyTree(t *testing.T, from, to string) {
-	t.Helper()
-	err := filepath.WalkDir(from, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, p)
-		dst := filepath.Join(to, rel)
-		if d.IsDir() {
-			return os.MkdirAll(dst, 0o700)
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		in, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(out, in); err != nil {
-			out.Close()
-			return err
-		}
-		return out.Close()
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+// copyTree copies a data dir (testutil.CopyTree).
+func copyTree(t *testing.T, from, to string) { testutil.CopyTree(t, from, to) }
 
 // Issue 20 item 3: `baton repair` on the founding device (Bootstrap) left a device
 // that refused to start ("the chain key already has a history"). Repaired, it

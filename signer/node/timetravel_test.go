@@ -280,6 +280,13 @@ func TestRestoredFounderLogWithoutMarkAsksItsMembers(t *testing.T) {
 	if restored.log.Raft().State() == raft.Leader {
 		t.Fatal("the restored founder leads")
 	}
+	defer func() {
+		if t.Failed() {
+			st := restored.State()
+			t.Logf("restored: rejoin %+v raft %+v floor %d members %d; others: %+v / %+v", st.Rejoin, st.Raft, restored.fence.floor.Load(), st.Members,
+				nodes[1].State().Raft, nodes[2].State().Raft)
+		}
+	}()
 	testutil.WaitFor(t, 30*time.Second, "the restored founder caught up", func() bool {
 		return restored.State().Rejoin == nil && commitHashAt(restored, 2) == acked
 	})
