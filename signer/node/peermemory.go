@@ -27,7 +27,8 @@ import (
 // is about the others, and only ever ages). A starting device that knows other
 // members (its configuration's voters, its address book, the members its mark names:
 // othersKnown) starts with its Raft held and refuses votes while it asks them what they
-// remember of it (for up to peerMemoryWait); a member that remembers it storing a
+// remember of it (for up to peerMemoryWait, at least 3 s: a loaded machine answers
+// slowly, and a held follower still takes a live leader's entries); a member that remembers it storing a
 // committed index past its log, or a term above its own, fences it as restored (the
 // remembered term becomes its vote floor). Nobody reachable within the wait, it
 // starts as before: a restore is then recognised only by the mark.
@@ -257,7 +258,7 @@ func (n *Node) keepPeerMemory() {
 // remember of it before it starts as before.
 func (n *Node) peerMemoryWait() time.Duration {
 	_, el := n.log.RaftTimeouts()
-	return max(2*el, 4*n.cfg.Tick, time.Second)
+	return max(2*el, 4*n.cfg.Tick, 3*time.Second)
 }
 
 // askPeersAboutMe runs once at start when the fence is pending (decide): it asks

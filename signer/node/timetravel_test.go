@@ -197,7 +197,7 @@ func TestWholeRestoreRecognisedByPeers(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodes[1] = startNode(t, cfgs[1])
-	testutil.WaitFor(t, 10*time.Second, "n1 fenced by what its peers remember", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "n1 fenced by what its peers remember", func() bool {
 		rj := nodes[1].State().Rejoin
 		return rj != nil && strings.Contains(rj.Reason, "remembers this device")
 	})
@@ -273,7 +273,7 @@ func TestRestoredFounderLogWithoutMarkAsksItsMembers(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	testutil.WaitFor(t, 10*time.Second, "the founder fenced by what its members remember", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "the founder fenced by what its members remember", func() bool {
 		rj := restored.State().Rejoin
 		return rj != nil && strings.Contains(rj.Reason, "remembers this device")
 	})
