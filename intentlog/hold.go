@@ -32,10 +32,8 @@ type StartState struct {
 	LastIndex uint64
 	// Term is the current term in the stable store.
 	Term uint64
-	// ConfigIndex is the index of the latest configuration (0: none yet), and Voters
-	// its voters, in the configuration's order.
-	ConfigIndex uint64
-	Voters      []raft.ServerID
+	// Voters are the latest configuration's voters, in its order (nil: none yet).
+	Voters []raft.ServerID
 }
 
 // OnlyVoter reports whether the latest configuration names id as its one voter.
@@ -84,12 +82,12 @@ func readStartState(logs raft.LogStore, stable raft.StableStore, snaps raft.Snap
 			return s, fmt.Errorf("read log entry %d: %w", i, err)
 		}
 		if e.Type == raft.LogConfiguration {
-			s.ConfigIndex, s.Voters = i, voters(raft.DecodeConfiguration(e.Data))
+			s.Voters = voters(raft.DecodeConfiguration(e.Data))
 			return s, nil
 		}
 	}
 	if snap != nil && len(snap.Configuration.Servers) > 0 {
-		s.ConfigIndex, s.Voters = snap.ConfigurationIndex, voters(snap.Configuration)
+		s.Voters = voters(snap.Configuration)
 	}
 	return s, nil
 }
@@ -116,9 +114,6 @@ func (h *holdState) hold(rc *raft.Config) {
 	rc.HeartbeatTimeout, rc.ElectionTimeout = HoldTimeout, HoldTimeout
 	h.held.Store(true)
 }
-
-// Held reports whether Raft is held (it does not campaign: Config.Hold).
-func (l *Log) Held() bool { return l.hold.held.Load() }
 
 // Unhold lets a held Raft campaign again: its configured heartbeat and election
 // timeouts are put back. A no-op when not held.
