@@ -213,10 +213,17 @@ func (f *fence) decide(dir string, st intentlog.StartState) (hold bool) {
 	return !f.filtersOnly
 }
 
-// guards reports whether the fence is up and guards the acts (campaign, claim,
-// signature) as well as the messages; its reason when it does.
+// guards reports whether the fence is up, or the start still asks the members what
+// they remember of it (pending), and so guards the acts (campaign, claim, signature)
+// as well as the messages; its reason when it does.
 func (f *fence) guards() (bool, string) {
-	if f == nil || f.filtersOnly || !f.armed.Load() {
+	if f == nil || f.filtersOnly {
+		return false, ""
+	}
+	if !f.armed.Load() {
+		if f.pending.Load() {
+			return true, "asking the other members what they remember of this device before it takes part"
+		}
 		return false, ""
 	}
 	f.mu.Lock()

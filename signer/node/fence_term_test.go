@@ -93,3 +93,31 @@ func TestFloorRefusalMovesPreVoteCandidateOn(t *testing.T) {
 		t.Fatalf("an armed fence answered a pre-vote for term 5 with %+v; want a refusal below 5", r)
 	}
 }
+
+// TestPendingStartGuardsTheActs: a start that knows other members asks them what they
+// remember of it before it takes part (peermemory.go), and until they have answered
+// it is not known to be current: a whole-disk restore whose copy still names it the
+// lease holder within the TTL would otherwise sign from its old head while it asks,
+// a second signature for a seq the others have. The pending fence guards the claim
+// and the signature (Health) as an armed one does, not only the votes.
+func TestPendingStartGuardsTheActs(t *testing.T) {
+	cfg := Config{DataDir: filepath.Join(t.TempDir(), "d")}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f, err := newFence(cfg, "n0", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.decide(cfg.DataDir, intentlog.StartState{LastIndex: 10, Term: 3, Voters: []raft.ServerID{"n0", "n1", "n2"}})
+	if !f.pending.Load() {
+		t.Fatal("a start that knows two other voters did not ask them (not pending)")
+	}
+	if up, why := f.guards(); !up || why == "" {
+		t.Fatalf("a pending start does not guard the claim and the signature (guards = %v, %q)", up, why)
+	}
+	f.pending.Store(false) // the members answered: nothing more than it has
+	if up, why := f.guards(); up {
+		t.Fatalf("after the members answered, the fence still guards: %q", why)
+	}
+}
