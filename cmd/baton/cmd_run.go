@@ -83,6 +83,8 @@ type runFlags struct {
 	joinTimeout  *time.Duration
 	nonvoter     *bool
 	markFile     *string
+	apiTLSCert   *string
+	apiTLSKey    *string
 	raftTimeout  *time.Duration
 	logLevel     *string
 	logFormat    *string
@@ -96,6 +98,8 @@ func addRunFlags(fs *pflag.FlagSet, join bool) *runFlags {
 		advertise:    fs.String("advertise", "", "publish only these TCP `multiaddrs` (comma-separated, e.g. a router's forwarded port /ip4/203.0.113.7/tcp/7420) in invites and to members, instead of the listen addresses"),
 		apiAddr:      fs.String("api-addr", "", "also serve the API on this TCP `host:port` (always with a bearer token)"),
 		apiTokenFile: fs.String("api-token-file", "", "the TCP API's bearer token `file` (default DIR/api.token, created 0600 when missing)"),
+		apiTLSCert:   fs.String("api-tls-cert", "", "serve the TCP API over HTTPS with this PEM certificate (chain) `file` (needed when --api-addr is not loopback; reread when it changes)"),
+		apiTLSKey:    fs.String("api-tls-key", "", "the PEM private key `file` of --api-tls-cert"),
 		xrpcAddr:     fs.String("xrpc-addr", "", "atproto chains: serve the repository's read-only XRPC methods publicly (no token, nothing else) on this TCP `host:port`"),
 		metricsAddr:  fs.String("metrics-addr", "", "serve only GET /metrics and /healthz on this TCP `host:port` (for Prometheus)"),
 		pprofAddr:    fs.String("pprof-addr", "", "serve Go's profiles (/debug/pprof/) on this loopback `host:port` (debugging; unauthenticated)"),
@@ -272,8 +276,21 @@ func (c *cli) runNode(ctx context.Context, f *runFlags, inv *device.Invite) (err
 	if acfg.Addr == "" && *f.apiTokenFile != "" {
 		return usagef("--api-token-file goes with --api-addr")
 	}
+	if (*f.apiTLSCert == "") != (*f.apiTLSKey == "") {
+		return usagef("--api-tls-cert and --api-tls-key go together")
+	}
+	if *f.apiTLSCert != "" {
+		if acfg.Addr == "" {
+			return usagef("--api-tls-cert goes with --api-addr")
+		}
+		tc, err := api.TLSFromFiles(*f.apiTLSCert, *f.apiTLSKey)
+		if err != nil {
+			return usagef("--api-tls-cert: %v", api.Message(err))
+		}
+		acfg.TLS = tc
+	}
 	if *f.apiAddr != "" {
-		if err := (&api.Config{Socket: "x", Addr: *f.apiAddr, Token: strings.Repeat("x", api.MinTokenLen)}).Validate(); err != nil {
+		if err := (&api.Config{Socket: "x", Addr: *f.apiAddr, Token: strings.Repeat("x", api.MinTokenLen), TLS: acfg.TLS}).Validate(); err != nil {
 			return usagef("--api-addr: %v", api.Message(err))
 		}
 	}

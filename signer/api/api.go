@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -129,6 +130,10 @@ type Config struct {
 	// Token is the bearer token required on the TCP listener (and accepted on the
 	// socket). Required with Addr; at least MinTokenLen bytes.
 	Token string
+	// TLS, when set, makes the TCP listener (Addr) serve HTTPS with it. Required when
+	// Addr is not a loopback address: the bearer token would cross the network in
+	// clear.
+	TLS *tls.Config
 	// XRPCAddr is an optional public, read-only TCP listen address (host:port): it
 	// serves only the read-only /xrpc/ methods of an atproto chain's repository
 	// (xrpc.go), without a token, so that a relay can crawl it; every other path is
@@ -152,6 +157,16 @@ type Config struct {
 	streamLag   uint64        // DefaultStreamMaxLag (tests)
 }
 
+// loopbackHost reports whether host (of a listen address) is a loopback one:
+// localhost or a loopback IP. An empty host listens on every interface.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // Validate checks the config (Start calls it) and fills in defaults.
 func (c *Config) Validate() error {
 	if c.Socket == "" && c.Addr == "" && c.XRPCAddr == "" {
@@ -168,6 +183,11 @@ func (c *Config) Validate() error {
 		}
 		if c.Token == "" {
 			return fmt.Errorf("%w: the TCP api at %s needs a bearer token (any local user can reach a loopback port)", node.ErrBadConfig, c.Addr)
+		}
+		if host, _, _ := net.SplitHostPort(c.Addr); c.TLS == nil && !loopbackHost(host) {
+			return fmt.Errorf("%w: the TCP api at %s would send its bearer token in clear over the network: "+
+				"give it a certificate (baton run --api-tls-cert FILE --api-tls-key FILE; clients then use https://), "+
+				"or bind a loopback address (127.0.0.1:PORT) and reach it through SSH or a TLS proxy", node.ErrBadConfig, c.Addr)
 		}
 	}
 	if c.Token != "" && len(c.Token) < MinTokenLen {
@@ -358,6 +378,13 @@ func (a *Server) serve(ln net.Listener, kind listenerKind) {
 		ln = a.guardTCP(g, srv, ln) // conns.go: limits that token-less peers cannot exhaust
 	} else {
 		ln = limitListener(ln, a.cfg.MaxConns)
+	}
+	if kind == onTCP && a.cfg.TLS != nil {
+		tc := a.cfg.TLS.Clone()
+		if len(tc.NextProtos) == 0 {
+			tc.NextProtos = []string{"http/1.1"}
+		}
+		ln = tls.NewListener(ln, tc) // over the guard: its limits count the raw connections
 	}
 	a.mu.Lock()
 	a.servers = append(a.servers, srv)
@@ -562,7 +589,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) err
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: %v", node.ErrBadRequest, err)
+		return decodeError(err, v)
 	}
 	if dec.More() {
 		return fmt.Errorf("%w: trailing data after the JSON object", node.ErrBadRequest)
@@ -577,6 +604,11 @@ func apiCtx(r *http.Request, d time.Duration) (context.Context, context.CancelFu
 	return context.WithTimeout(r.Context(), d)
 }
 
+// intentShape follows an intent's validation error: what each field of a submit takes
+// (README, "The sidecar API").
+const intentShape = `a submit is {"id": a string unique per intent, its idempotency key (the same id again answers the first result); ` +
+	`"op": "put" or "del"; "path": "namespace/key"; "value": for put, the bytes in standard base64}`
+
 func parseOp(s string) (intentlog.Op, error) {
 	switch s {
 	case "put":
@@ -584,48 +616,61 @@ func parseOp(s string) (intentlog.Op, error) {
 	case "del":
 		return intentlog.OpDel, nil
 	}
-	return 0, fmt.Errorf("%w: op %q: must be put or del", node.ErrBadRequest, s)
+	return 0, fmt.Errorf("%w: field \"op\" is %q: must be put or del", node.ErrBadRequest, s)
 }
 
 // decodeIntent reads POST /v1/intents: the wait parameter and the body, validated as
 // the apply would (ValidateIntent). Every error maps to a 4xx.
-func decodeIntent(w http.ResponseWriter, r *http.Request) (intentlog.Intent, node.Wait, error) {
+func decodeIntent(w http.ResponseWriter, r *http.Request) (intentlog.Intent, node.Wait, time.Duration, error) {
 	var wait node.Wait
-	qs, err := query(r, "wait")
+	qs, err := query(r, "wait", "timeout")
 	if err != nil {
-		return intentlog.Intent{}, 0, err
+		return intentlog.Intent{}, 0, 0, err
+	}
+	timeout := node.DefaultSubmitTimeout
+	if q := qs.Get("timeout"); q != "" {
+		d, err := time.ParseDuration(q)
+		if err != nil || d <= 0 || d > node.DefaultSubmitTimeout {
+			return intentlog.Intent{}, 0, 0, fmt.Errorf("%w: timeout=%q: a Go duration above 0 and at most %s (the default), e.g. 5s",
+				node.ErrBadRequest, q, node.DefaultSubmitTimeout)
+		}
+		timeout = d
 	}
 	switch q := qs.Get("wait"); q {
 	case "", "committed":
 	case "signed":
 		wait = node.WaitSigned
 	default:
-		return intentlog.Intent{}, 0, fmt.Errorf("%w: wait=%q: must be committed or signed", node.ErrBadRequest, q)
+		return intentlog.Intent{}, 0, 0, fmt.Errorf("%w: wait=%q: must be committed or signed", node.ErrBadRequest, q)
 	}
 	var req IntentRequest
 	if err := decodeBody(w, r, &req, false); err != nil {
-		return intentlog.Intent{}, 0, err
+		return intentlog.Intent{}, 0, 0, err
 	}
 	op, err := parseOp(req.Op)
 	if err != nil {
-		return intentlog.Intent{}, 0, err
+		return intentlog.Intent{}, 0, 0, fmt.Errorf("%w (%s)", err, intentShape)
 	}
 	in := intentlog.Intent{ID: req.ID, Op: op, Path: req.Path, Value: req.Value}
 	if err := node.ValidateIntent(&in); err != nil {
-		return intentlog.Intent{}, 0, err
+		return intentlog.Intent{}, 0, 0, fmt.Errorf("%w (%s)", err, intentShape)
 	}
-	return in, wait, nil
+	return in, wait, timeout, nil
 }
 
 func (a *Server) postIntent(w http.ResponseWriter, r *http.Request) {
 	stages.Mark(stages.APIStart, 0, 0, 0)
-	in, wait, err := decodeIntent(w, r)
+	in, wait, timeout, err := decodeIntent(w, r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	stages.Mark(stages.APIDecoded, 0, 0, 0)
-	ctx, cancel := apiCtx(r, node.DefaultSubmitTimeout)
+	if err := a.n.QuorumLost(); err != nil {
+		writeError(w, fmt.Errorf("%w; nothing was submitted: submit again when the quorum is back (baton status)", err))
+		return
+	}
+	ctx, cancel := apiCtx(r, timeout)
 	defer cancel()
 	res, err := a.n.Submit(ctx, in, wait)
 	if err != nil {

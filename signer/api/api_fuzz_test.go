@@ -32,7 +32,7 @@ func FuzzDecodeIntent(f *testing.F) {
 		q := req.URL.Query()
 		q.Set("wait", wait)
 		req.URL.RawQuery = q.Encode()
-		in, _, err := decodeIntent(httptest.NewRecorder(), req)
+		in, _, _, err := decodeIntent(httptest.NewRecorder(), req)
 		if err != nil {
 			code, status := Code(err)
 			if status < 400 || status >= 500 {

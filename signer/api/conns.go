@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -196,7 +197,7 @@ func (g *connGuard) oldest(ok func(*guardedConn) bool) *guardedConn {
 
 // connState follows the server's view of each connection (http.Server.ConnState).
 func (g *connGuard) connState(c net.Conn, s http.ConnState) {
-	gc, ok := c.(*guardedConn)
+	gc, ok := guarded(c)
 	if !ok {
 		return
 	}
@@ -218,9 +219,18 @@ func (g *connGuard) connState(c net.Conn, s http.ConnState) {
 
 type guardKey struct{}
 
+// guarded returns the guarded connection under c (under TLS when the listener serves it).
+func guarded(c net.Conn) (*guardedConn, bool) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	gc, ok := c.(*guardedConn)
+	return gc, ok
+}
+
 // connContext puts the connection into its requests' context (http.Server.ConnContext).
 func (g *connGuard) connContext(ctx context.Context, c net.Conn) context.Context {
-	if gc, ok := c.(*guardedConn); ok {
+	if gc, ok := guarded(c); ok {
 		return context.WithValue(ctx, guardKey{}, gc)
 	}
 	return ctx

@@ -27,7 +27,7 @@ func BenchmarkDecodeIntentBody(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			r := httptest.NewRequest("POST", "/v1/intents?wait=signed", bytes.NewReader(body))
 			w := httptest.NewRecorder()
-			if _, _, err := decodeIntent(w, r); err != nil {
+			if _, _, _, err := decodeIntent(w, r); err != nil {
 				b.Fatal(err)
 			}
 		}

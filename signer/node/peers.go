@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -111,6 +112,30 @@ func (n *Node) Peers() ([]PeerState, error) {
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// QuorumLost returns an error wrapping ErrNoQuorum when this device knows it reaches
+// no Raft quorum: it has heard from no leader for at least an election timeout and
+// reaches fewer voters than a majority (State.Quorum). A submit would then wait its
+// whole deadline for an outcome the device can foresee; the API answers at once
+// instead, before anything is proposed. nil when it cannot tell (a node built by New).
+func (n *Node) QuorumLost() error {
+	r := n.log.Raft()
+	_, el := n.raftTimeouts()
+	if _, lid := r.LeaderWithID(); r.State() == raft.Leader || lid != "" && time.Since(r.LastContact()) < el {
+		return nil // the cheap answer of every submit while a leader is heard
+	}
+	ps, err := n.Peers()
+	if err != nil || len(ps) == 0 {
+		return nil
+	}
+	q := n.quorum(ps)
+	leaderless := time.Duration(q.LeaderlessMs) * time.Millisecond
+	if q.OK || q.Voters == 0 || q.Reachable >= q.Needed || leaderless < el {
+		return nil
+	}
+	return fmt.Errorf("%w: this device has heard from no Raft leader for %s and reaches %d of %d voters (%d needed)",
+		ErrNoQuorum, leaderless.Round(100*time.Millisecond), q.Reachable, q.Voters, q.Needed)
 }
 
 // majority is how many of voters make a quorum.
