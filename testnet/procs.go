@@ -389,7 +389,7 @@ func (pc *ProcCluster) join(ctx context.Context, d *Device, members int) error {
 			return fmt.Errorf("join %s: %w", d.Name, err)
 		}
 	}
-	invite, err := pc.runCLI(ctx, "invite", "--data", from.Dir, "--with-chain-key", "--ttl", "10m")
+	invite, err := pc.runCLI(ctx, "invite", "--data", from.Dir, "--with-chain-key", "--valid-for", "10m")
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package transport
 import (
 	"crypto/subtle"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,23 +22,38 @@ type gater struct {
 	log *slog.Logger
 	now func() time.Time
 
-	mu        sync.RWMutex
-	members   map[peer.ID]bool
-	allowed   map[peer.ID]bool
-	blocked   map[peer.ID]bool
-	joinToken []byte
-	joinUntil time.Time
-	// A window admits joinUses devices. A join in progress holds a use (claims);
-	// a successful one spends it (joined). A device that joined may repeat its join
-	// requests until the window expires (a retry after a lost answer); others are
-	// refused once every use is spent or held.
-	joinUses int
-	claims   map[peer.ID]int // joins in progress per device (a retry may overlap)
-	joined   map[peer.ID]bool
-	joinGen  uint64      // incremented by openJoin and closeJoin
-	tombs    *tombstones // removed members, admitted to be told so (removed_members.go)
+	mu      sync.RWMutex
+	members map[peer.ID]bool
+	allowed map[peer.ID]bool
+	blocked map[peer.ID]bool
+	// wins are the open join windows, one per invite (a later invite leaves the
+	// earlier ones open; one with the same token replaces it). A window admits
+	// uses devices. A join in progress holds a use (claims); a successful one spends
+	// it (joined). A device that joined may repeat its join requests until the window
+	// expires (a retry after a lost answer); others are refused once every use is
+	// spent or held.
+	wins    []*joinWindow
+	joinGen uint64      // numbers the windows (joinWindow.gen)
+	tombs   *tombstones // removed members, admitted to be told so (removed_members.go)
 	// relayWins: members' join windows this device relays joiners to (relaywindow.go).
 	relayWins relayWindows
+}
+
+// joinWindow is one invite's join window.
+type joinWindow struct {
+	token  []byte
+	until  time.Time
+	uses   int
+	claims map[peer.ID]int // joins in progress per device (a retry may overlap)
+	joined map[peer.ID]bool
+	gen    uint64
+}
+
+// openFor: the window is open for p's join: not expired, and p joined through it,
+// holds one of its uses, or a use is left (neither spent nor held by a join in
+// progress).
+func (w *joinWindow) openFor(p peer.ID, now time.Time) bool {
+	return now.Before(w.until) && (w.joined[p] || w.claims[p] > 0 || w.uses > len(w.claims))
 }
 
 var _ connmgr.ConnectionGater = (*gater)(nil)
@@ -111,62 +127,92 @@ func (g *gater) isBlocked(p peer.ID) bool {
 	return g.blocked[p]
 }
 
-// openJoin opens a join window for uses devices (at least one), replacing any
-// earlier window.
+// openJoin opens a join window for uses devices (at least one) beside the windows
+// already open; a window with the same token is replaced. Expired windows go.
 func (g *gater) openJoin(token []byte, until time.Time, uses int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.joinToken = append([]byte(nil), token...)
-	g.joinUntil = until
-	g.joinUses = max(uses, 1)
-	g.claims = map[peer.ID]int{}
-	g.joined = map[peer.ID]bool{}
+	now := g.now()
+	g.wins = slices.DeleteFunc(g.wins, func(w *joinWindow) bool {
+		return !now.Before(w.until) || subtle.ConstantTimeCompare(w.token, token) == 1
+	})
 	g.joinGen++
+	g.wins = append(g.wins, &joinWindow{token: append([]byte(nil), token...), until: until, uses: max(uses, 1),
+		claims: map[peer.ID]int{}, joined: map[peer.ID]bool{}, gen: g.joinGen})
 }
 
+// closeJoin closes every join window.
 func (g *gater) closeJoin() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.joinToken = nil
-	g.joinUntil = time.Time{}
-	g.joinUses = 0
-	g.claims, g.joined = nil, nil
-	g.joinGen++
+	g.wins = nil
+}
+
+// joinUntil returns when the last open window expires (zero when none is open).
+func (g *gater) joinUntil() time.Time {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	var until time.Time
+	for _, w := range g.wins {
+		until = maxTime(until, w.until)
+	}
+	if !g.now().Before(until) {
+		return time.Time{}
+	}
+	return until
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // joinOpen reports whether a join window is open now (not expired), whether or not
 // its uses are spent: the gater admits a device with the network key until the
 // window expires, so that one arriving with a spent invite hears ErrBadToken from
 // the join protocol rather than a bare refused connection.
-func (g *gater) joinOpen() bool {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	return g.windowLocked()
+func (g *gater) joinOpen() bool { return !g.joinUntil().IsZero() }
+
+// windowLocked returns the open window whose token is token (nil: none).
+func (g *gater) windowLocked(token []byte) *joinWindow {
+	now := g.now()
+	for _, w := range g.wins {
+		if now.Before(w.until) && subtle.ConstantTimeCompare(token, w.token) == 1 {
+			return w
+		}
+	}
+	return nil
 }
 
-// openForLocked: the window is open for p's join: not expired, and p joined through
-// it, holds one of its uses, or a use is left (neither spent nor held by a join in
-// progress).
-func (g *gater) openForLocked(p peer.ID) bool {
-	return g.windowLocked() && (g.joined[p] || g.claims[p] > 0 || g.joinUses > len(g.claims))
-}
-
-// windowLocked: a window exists and has not expired (every use may be spent).
-func (g *gater) windowLocked() bool {
-	return len(g.joinToken) > 0 && g.now().Before(g.joinUntil)
-}
-
-// checkToken reports whether p may use the join protocol with token: it matches the
-// open window's token (compared in constant time) and p joined through the window,
-// holds one of its uses, or a use is left.
+// checkToken reports whether p may use the join protocol with token: it is an open
+// window's token and p joined through that window, holds one of its uses, or a use
+// is left.
 func (g *gater) checkToken(token []byte, p peer.ID) bool {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	return g.tokenLocked(token, p)
+	w := g.windowLocked(token)
+	return w != nil && w.openFor(p, g.now())
 }
 
-func (g *gater) tokenLocked(token []byte, p peer.ID) bool {
-	return g.openForLocked(p) && subtle.ConstantTimeCompare(token, g.joinToken) == 1
+// refusal says why checkToken refuses token for p, for the joining device.
+func (g *gater) refusal(token []byte, p peer.ID) string {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	w := g.windowLocked(token)
+	switch {
+	case w == nil && len(g.wins) == 0:
+		return "no invite is open on this device (it expired, or this device restarted or made none)"
+	case w == nil:
+		return "this device has no open invite with that token (it expired, or this device restarted since it made it)"
+	case w.openFor(p, g.now()):
+		return ""
+	case w.uses <= 0:
+		return "the invite was already used by another device (an invite admits one device: make one per device with `baton invite`)"
+	default:
+		return "another device is joining with this invite right now (an invite admits one device)"
+	}
 }
 
 // claimJoin holds one of the window's uses for p's join (checkToken's rule) and
@@ -174,13 +220,14 @@ func (g *gater) tokenLocked(token []byte, p peer.ID) bool {
 func (g *gater) claimJoin(token []byte, p peer.ID) (gen uint64, ok bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.tokenLocked(token, p) {
+	w := g.windowLocked(token)
+	if w == nil || !w.openFor(p, g.now()) {
 		return 0, false
 	}
-	if !g.joined[p] {
-		g.claims[p]++
+	if !w.joined[p] {
+		w.claims[p]++
 	}
-	return g.joinGen, true
+	return w.gen, true
 }
 
 // endJoin releases p's claim; a successful join spends the use. A window replaced
@@ -188,21 +235,23 @@ func (g *gater) claimJoin(token []byte, p peer.ID) (gen uint64, ok bool) {
 func (g *gater) endJoin(gen uint64, p peer.ID, ok bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if gen != g.joinGen {
+	i := slices.IndexFunc(g.wins, func(w *joinWindow) bool { return w.gen == gen })
+	if i < 0 {
 		return
 	}
+	w := g.wins[i]
 	if ok {
-		if !g.joined[p] {
-			g.joinUses--
-			g.joined[p] = true
+		if !w.joined[p] {
+			w.uses--
+			w.joined[p] = true
 		}
-		delete(g.claims, p)
+		delete(w.claims, p)
 		return
 	}
-	if g.claims[p] > 1 {
-		g.claims[p]--
+	if w.claims[p] > 1 {
+		w.claims[p]--
 	} else {
-		delete(g.claims, p)
+		delete(w.claims, p)
 	}
 }
 

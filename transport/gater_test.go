@@ -3,6 +3,7 @@ package transport
 import (
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,5 +124,52 @@ func TestGaterInviteUses(t *testing.T) {
 	z, _ := peer.Decode("12D3KooWLphMMnijVmB8LycnTMPkFC3XqmpyrepEhXSXRhwdAsRN")
 	if g.checkToken(tok, z) {
 		t.Fatal("a third device got in through a two-use window")
+	}
+}
+
+// TestGaterInvitesAreIndependent: each invite has its own window. A second invite
+// left the first one void (issue 39 item 5: the join of the first failed, and the
+// error never said why); now both admit their device, a spent invite and an unknown
+// token each say which they are, and CloseJoin closes all.
+func TestGaterInvitesAreIndependent(t *testing.T) {
+	now := time.Unix(1000, 0)
+	g := newGater(slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return now })
+	x, _ := peer.Decode("12D3KooWEN6q6A38mPpJayXsAtW482soKD1tEGHWBhLG3hE9xQCK")
+	y, _ := peer.Decode("12D3KooWNHjGv7teat4aUKK7QPmcoqWESsRJ328jpMzPKkCP97Q7")
+	first, second := []byte("first"), []byte("second")
+	if why := g.refusal(first, x); !strings.Contains(why, "no invite is open") {
+		t.Fatalf("no window: %q", why)
+	}
+	g.openJoin(first, now.Add(time.Minute), 1)
+	g.openJoin(second, now.Add(2*time.Minute), 1)
+	if !g.checkToken(first, x) || !g.checkToken(second, y) {
+		t.Fatal("the second invite voided the first")
+	}
+	gen, ok := g.claimJoin(first, x)
+	if !ok {
+		t.Fatal("the first invite's join refused")
+	}
+	g.endJoin(gen, x, true)
+	if why := g.refusal(first, y); !strings.Contains(why, "already used") {
+		t.Fatalf("a spent invite: %q", why)
+	}
+	if why := g.refusal([]byte("other"), y); !strings.Contains(why, "no open invite with that token") {
+		t.Fatalf("an unknown token: %q", why)
+	}
+	if gen, ok := g.claimJoin(second, y); !ok {
+		t.Fatal("the second invite's join refused after the first was spent")
+	} else {
+		g.endJoin(gen, y, true)
+	}
+	if got := g.joinUntil(); !got.Equal(now.Add(2 * time.Minute)) {
+		t.Fatalf("joinUntil %v, want the later window's end", got)
+	}
+	now = now.Add(90 * time.Second) // the first window expired, the second is open
+	if !g.joinOpen() || g.checkToken(first, x) {
+		t.Fatal("expiry: one window expired, the other is open")
+	}
+	g.closeJoin()
+	if g.joinOpen() || g.checkToken(second, y) {
+		t.Fatal("CloseJoin left a window open")
 	}
 }

@@ -492,8 +492,8 @@ func (h *Host) ConnectMembers(ctx context.Context) {
 // the window spends it: the invite cannot be replayed to add a second device (that
 // one gets ErrBadToken), while the device that joined may repeat its own join until
 // `until` (a retry after a lost answer). While a join is in progress other devices
-// are refused too. A later call (AllowJoin, AllowJoins, CloseJoin) replaces the
-// window.
+// are refused too. Each invite has its own window: a later AllowJoin leaves the
+// earlier windows open (one with the same token replaces it); CloseJoin closes all.
 func (h *Host) AllowJoin(token []byte, until time.Time) { h.AllowJoins(token, until, 1) }
 
 // AllowJoins is AllowJoin for up to n devices (n < 1 counts as 1): each successful
@@ -505,10 +505,10 @@ func (h *Host) AllowJoin(token []byte, until time.Time) { h.AllowJoins(token, un
 // by a member behind a NAT joins through them (relaywindow.go).
 func (h *Host) AllowJoins(token []byte, until time.Time, n int) {
 	h.gater.openJoin(token, until, n)
-	h.announceJoinWindow(until)
+	h.announceJoinWindow(h.gater.joinUntil())
 }
 
-// CloseJoin closes the join window at once.
+// CloseJoin closes every join window at once.
 func (h *Host) CloseJoin() {
 	h.gater.closeJoin()
 	h.announceJoinWindow(time.Time{})

@@ -118,6 +118,9 @@ func (c *Cluster) joinCall(ctx context.Context, p peer.ID, kind byte, payload []
 	case codeOK:
 		return decodeMembers(body)
 	case codeBadToken:
+		if len(body) > 0 { // why, from a device that says it
+			return nil, fmt.Errorf("%w: %s", ErrBadToken, body)
+		}
 		return nil, ErrBadToken
 	case codeNotMember:
 		return nil, ErrNotMember
@@ -148,8 +151,9 @@ func (c *Cluster) handleJoinStream(s network.Stream) {
 		return
 	}
 	refuse := func() {
-		c.log.Warn("refused join: bad token, no join window, or its invite already used", "peer", remote)
-		_ = writeResponse(w, codeBadToken, nil)
+		why := c.h.gater.refusal(req.Token, remote)
+		c.log.Warn("refused join", "peer", remote, "why", why)
+		_ = writeResponse(w, codeBadToken, []byte(why))
 	}
 	switch kind {
 	case kindMembers:

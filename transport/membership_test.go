@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -308,8 +309,8 @@ func TestInviteSingleUse(t *testing.T) {
 	}
 	c := newNode(t, psk)
 	err := c.cluster.Join(ctxTimeout(t, patient), []peer.AddrInfo{a.info()}, token, false)
-	if !errors.Is(err, ErrBadToken) {
-		t.Fatalf("second device with a used invite: got %v, want ErrBadToken", err)
+	if !errors.Is(err, ErrBadToken) || !strings.Contains(err.Error(), "already used by another device") {
+		t.Fatalf("second device with a used invite: got %v, want ErrBadToken saying it was used", err)
 	}
 	t.Logf("replayed invite: %v", err)
 	cfg := configIDs(t, a.raft)

@@ -266,10 +266,18 @@ func (c *cli) applyEnv(cmd *cobra.Command) error {
 	return c.envInto(cmd.Flags())
 }
 
+// noEnv marks flag name of fs as one BATON_<FLAG> does not set (an old name whose
+// variable means something else to another command).
+func noEnv(fs *pflag.FlagSet, name string) {
+	_ = fs.SetAnnotation(name, noEnvAnnotation, []string{"true"})
+}
+
+const noEnvAnnotation = "baton_noenv"
+
 func (c *cli) envInto(fs *pflag.FlagSet) error {
 	var names []string
 	fs.VisitAll(func(f *pflag.Flag) {
-		if !f.Changed && f.Name != "help" {
+		if !f.Changed && f.Name != "help" && f.Annotations[noEnvAnnotation] == nil {
 			names = append(names, f.Name)
 		}
 	})

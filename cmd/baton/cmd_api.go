@@ -188,23 +188,35 @@ func describe(err error) string {
 const inviteLong = `Asks the node running on DIR to open a join window and prints a one-line invite (to
 stdout; notes go to stderr). Give the invite to the new device out of band, as a file
 or through a pipe; there run ` + "`baton join --data DIR2 --invite-file FILE`" + `. The invite
-carries the network key, the member addresses, a join token valid for --ttl and for
-one device (only the newest invite is valid), and, with --with-chain-key, the chain key:
+carries the network key, the member addresses, a join token valid for --valid-for and
+for one device (each invite is independent: a second leaves the first valid, until the
+node restarts), and, with --with-chain-key, the chain key:
 the new device can then sign. Treat an invite like a password.`
 
 const inviteExample = `  baton invite --data /tmp/b1 --with-chain-key > invite.txt
   baton join --data /tmp/b2 --listen /ip4/127.0.0.1/tcp/7402 --invite-file invite.txt`
 
 func (c *cli) inviteCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "invite [--with-chain-key] [--ttl 1h]", Short: "print a one-line invite for a new device (asks the running node)",
+	cmd := &cobra.Command{Use: "invite [--with-chain-key] [--valid-for 1h]", Short: "print a one-line invite for a new device (asks the running node)",
 		Long: inviteLong, Example: inviteExample, Args: noArgs}
 	fs := cmd.Flags()
 	f := c.addAPIFlags(fs, 10*time.Second, "waiting for the node")
-	ttl := fs.Duration("ttl", time.Hour, "how long the join token stays valid")
+	validFor := fs.Duration("valid-for", time.Hour, "how long the invite's join token stays valid")
+	// --ttl was the flag's name; it stays as an alias but is not read from BATON_TTL,
+	// which is the lease TTL of `baton run` (a service's environment file sets it).
+	ttl := fs.Duration("ttl", 0, "")
+	_ = fs.MarkDeprecated("ttl", "use --valid-for (BATON_TTL is run's lease TTL)")
+	noEnv(fs, "ttl")
 	withKey := fs.Bool("with-chain-key", false, "include the chain key (the new device can sign)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if *ttl < time.Minute || *ttl > api.MaxJoinWindowOpen {
-			return usagef("--ttl must be between 1m and %s", api.MaxJoinWindowOpen)
+		if fs.Changed("ttl") {
+			if fs.Changed("valid-for") {
+				return usagef("--ttl is the old name of --valid-for: give one")
+			}
+			*validFor = *ttl
+		}
+		if *validFor < time.Minute || *validFor > api.MaxJoinWindowOpen {
+			return usagef("--valid-for must be between 1m and %s", api.MaxJoinWindowOpen)
 		}
 		d, err := device.Open(*f.data)
 		if err != nil {
@@ -222,7 +234,7 @@ func (c *cli) inviteCmd() *cobra.Command {
 			return err
 		}
 		defer done()
-		until := time.Now().Add(*ttl).Truncate(time.Second)
+		until := time.Now().Add(*validFor).Truncate(time.Second)
 		w, err := cl.AllowJoin(cctx, token, until)
 		if err != nil {
 			return f.apiErr(err)

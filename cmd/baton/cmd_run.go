@@ -450,7 +450,11 @@ func startError(err error, f *runFlags, cfg node.Config, ctx context.Context) er
 	case errors.Is(err, transport.ErrAddrInUse):
 		return fmt.Errorf("--listen %s: the address is already in use (another baton device or another program listens there): give this device its own port", *f.listen)
 	case errors.Is(err, transport.ErrBadToken):
-		return fmt.Errorf("the cluster refused the invite (expired, already used, or its join window closed when the inviting node restarted): ask a running device for a new one (`baton invite`); nothing was kept in %s", cfg.DataDir)
+		why := "expired, already used, or its join window closed when the inviting node restarted"
+		if _, after, ok := strings.Cut(err.Error(), transport.ErrBadToken.Error()+": "); ok {
+			why = after // the inviting device says which
+		}
+		return fmt.Errorf("the cluster refused the invite (%s): ask a running device for a new one (`baton invite`); nothing was kept in %s", why, cfg.DataDir)
 	case cfg.Join != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, transport.ErrTimeout) || errors.Is(err, transport.ErrNoLeader)):
 		return fmt.Errorf("could not join within --join-timeout %s (are the invite's members running and reachable?): %s; nothing was kept in %s", *f.joinTimeout, api.Message(err), cfg.DataDir)
 	case errors.Is(err, transport.ErrHandshake) || errors.Is(err, transport.ErrUnreachable):

@@ -190,7 +190,7 @@ func TestE2EAtprotoImportedKey(t *testing.T) {
 		return err == nil, fmt.Sprint(err)
 	})
 	invFile := filepath.Join(root, "invite")
-	invite := mustBin(t, "invite", "--data", a1, "--with-chain-key", "--ttl", "5m")
+	invite := mustBin(t, "invite", "--data", a1, "--with-chain-key", "--valid-for", "5m")
 	if err := os.WriteFile(invFile, []byte(invite), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -280,7 +280,7 @@ func TestE2ECluster(t *testing.T) {
 	// Device 2: init --from an invite, then join with it. Device 3: join alone (it
 	// initializes from the invite).
 	for i := 1; i < 3; i++ {
-		invite := strings.TrimSpace(mustBin(t, "invite", "--data", data[0], "--with-chain-key", "--ttl", "5m"))
+		invite := strings.TrimSpace(mustBin(t, "invite", "--data", data[0], "--with-chain-key", "--valid-for", "5m"))
 		if !strings.HasPrefix(invite, "baton1") || strings.Contains(invite, "\n") {
 			t.Fatalf("invite: %q", invite)
 		}
@@ -585,7 +585,9 @@ func TestE2EClientErrors(t *testing.T) {
 		{[]string{"lease", "grab"}, "unknown subcommand"},
 		{[]string{"lease", "transfer"}, "--to PEER is required"},
 		{[]string{"lease", "steal"}, "--reason"},
-		{[]string{"invite", "--data", dir, "--ttl", "1s"}, "--ttl"},
+		{[]string{"invite", "--data", dir, "--valid-for", "1s"}, "--valid-for"},
+		{[]string{"invite", "--data", dir, "--ttl", "1s"}, "--valid-for"},
+		{[]string{"invite", "--data", dir, "--ttl", "1m", "--valid-for", "1m"}, "old name"},
 		{[]string{"status", "extra"}, "unexpected argument"},
 		{[]string{"demo", "--rate", "0"}, "--rate"},
 	} {
@@ -593,6 +595,22 @@ func TestE2EClientErrors(t *testing.T) {
 		if code != 2 || !strings.Contains(errs, tc.want) {
 			t.Errorf("%v: %d %q, want %q", tc.args, code, errs, tc.want)
 		}
+	}
+}
+
+// TestInviteIgnoresRunsTTL: BATON_TTL is the lease TTL of `baton run` (a service's
+// environment file sets it); invite's validity is --valid-for (BATON_VALID_FOR).
+// Before, invite's flag was --ttl too, so BATON_TTL=5s made every invite expire in
+// 5 s, or refused it as shorter than a minute (issue 39 item 9).
+func TestInviteIgnoresRunsTTL(t *testing.T) {
+	dir := t.TempDir()
+	code, _, errs := runCLI(t, map[string]string{"BATON_TTL": "5s"}, "", "invite", "--data", dir)
+	if code == 2 || strings.Contains(errs, "must be between") {
+		t.Fatalf("BATON_TTL=5s reached invite: %d %q", code, errs)
+	}
+	code, _, errs = runCLI(t, map[string]string{"BATON_VALID_FOR": "5s"}, "", "invite", "--data", dir)
+	if code != 2 || !strings.Contains(errs, "BATON_VALID_FOR") && !strings.Contains(errs, "--valid-for") {
+		t.Fatalf("BATON_VALID_FOR=5s: %d %q", code, errs)
 	}
 }
 

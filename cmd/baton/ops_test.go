@@ -33,7 +33,7 @@ func stateOf(data string) (node.State, error) {
 // inviteFile asks the node on data for an invite and writes it to a file.
 func inviteFile(t *testing.T, data string) string {
 	t.Helper()
-	code, out, errs := runCLI(t, nil, "", "invite", "--data", data, "--with-chain-key", "--ttl", "5m")
+	code, out, errs := runCLI(t, nil, "", "invite", "--data", data, "--with-chain-key", "--valid-for", "5m")
 	if code != 0 {
 		t.Fatalf("invite: %d %s", code, errs)
 	}

@@ -238,6 +238,8 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 				_ = n.Kill()
 				return nil, fmt.Errorf("start: %w", err)
 			}
+			n.logger.Info("joined the cluster: this device is a member from now on (leave with `baton leave`)",
+				"voter", !cfg.Join.NonVoter, "members", len(n.log.Raft().GetConfiguration().Configuration().Servers))
 		}
 	}
 	n.run(fresh && cfg.Bootstrap)
