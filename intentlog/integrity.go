@@ -42,7 +42,7 @@ func (e *CorruptFileError) Error() string {
 	if e.Index > 0 {
 		where = fmt.Sprintf("log entry %d", e.Index)
 	}
-	return fmt.Sprintf("%s: %s is corrupt: %v; to recover run baton repair (intentlog.Repair): it deletes this device's Raft log and state, keeps its Raft term and vote, and the device resyncs by snapshot from the other members", e.File, where, e.Err)
+	return fmt.Sprintf("%s: %s is corrupt: %v; to recover, with the device stopped, run `baton repair --data DIR` on its data dir: it sets aside this device's Raft log and state, keeps its Raft term and vote, and the device re-syncs from the other members when it starts", e.File, where, e.Err)
 }
 
 func (e *CorruptFileError) Unwrap() error { return e.Err }

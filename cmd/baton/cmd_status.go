@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -267,13 +268,27 @@ func printPeers(w io.Writer, st node.State, indent string) {
 		if p.StalledMs > 0 {
 			reach += fmt.Sprintf(", writes stalled %s", ago(ms(p.StalledMs)))
 		}
-		addr := "-"
-		if len(p.Addrs) > 0 {
-			addr = p.Addrs[0]
-		}
+		addr := pathAddr(p)
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, role, reach, path, rtt, since, heard, addr)
 	}
 	tw.Flush()
+}
+
+// pathAddr is the member's address to show beside its path: a direct one under
+// "direct", a relayed (p2p-circuit) one under "relayed", else the first known.
+func pathAddr(p node.PeerState) string {
+	if len(p.Addrs) == 0 {
+		return "-"
+	}
+	for _, a := range p.Addrs {
+		if relayed := strings.Contains(a, "/p2p-circuit"); relayed == (p.Path == "relayed") {
+			return a
+		}
+	}
+	if p.Path == "direct" {
+		return "-" // only relayed addresses are known: the direct one is the connection's
+	}
+	return p.Addrs[0]
 }
 
 func lower(s string) string {

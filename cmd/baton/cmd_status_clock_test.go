@@ -28,3 +28,25 @@ func TestStatusClockLines(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusShowsTheAddressOfThePath: status showed a member's first known address
+// whatever the path, so a relayed (p2p-circuit) address appeared under "direct"
+// (issue 39 item 9).
+func TestStatusShowsTheAddressOfThePath(t *testing.T) {
+	relay := "/ip4/203.0.113.7/tcp/7401/p2p/12D3KooWA/p2p-circuit"
+	direct := "/ip4/192.168.1.20/tcp/7402"
+	for _, tc := range []struct {
+		p    node.PeerState
+		want string
+	}{
+		{node.PeerState{Path: "direct", Addrs: []string{relay, direct}}, direct},
+		{node.PeerState{Path: "relayed", Addrs: []string{direct, relay}}, relay},
+		{node.PeerState{Path: "direct", Addrs: []string{relay}}, "-"},
+		{node.PeerState{Addrs: []string{relay, direct}}, direct},
+		{node.PeerState{Path: "direct"}, "-"},
+	} {
+		if got := pathAddr(tc.p); got != tc.want {
+			t.Errorf("%s %v: %q, want %q", tc.p.Path, tc.p.Addrs, got, tc.want)
+		}
+	}
+}

@@ -326,13 +326,13 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	seed := fs.Int64("seed", -1, "replay this one seed (its report; --events: every event)")
 	seeds := fs.Int("seeds", 0, "seeds to run (0: until --for has passed)")
 	first := fs.Int64("first", 1, "first seed")
-	forD := fs.Duration("for", 0, "wall-clock bound of the search: no seed starts after it (default 10m with --seeds 0)")
+	forD := fs.Duration("for", 0, "wall-clock bound of the search: no seed starts after it (default 1m with --seeds 0; a sweep: --for 2h)")
 	dur := fs.Duration("time", 0, "virtual duration of each seed's fault phase (0: 8s, or the profile's)")
 	profile := fs.String("profile", "", "fault mix and load: "+strings.Join(ProfileNames(), ", ")+" (default: from the seed)")
 	nodes := fs.Int("nodes", 0, "devices, 3 to 5 (default: from the seed)")
 	ttl := fs.Duration("ttl", 0, "lease TTL (default 1s)")
 	tick := fs.Duration("tick", 0, "signer tick (default 100ms)")
-	knobs := fs.String("knobs", "", "knobs that put fixed bugs back: epoch-only-claim, dedupe-count=N, unsealed-raft, skip-validation, resign-refused, trust-refusal, unbounded-log-time, shared-stamp, no-fence, rebootstrap, fence-filters-only, no-peer-memory, unbounded-rev, own-rev-clock; and, not bugs: max-in-flight-8 (the signer's pipeline depth before issue 23), barrier-nudges (barriers instead of commit notices), no-send-ahead (the leader writes a batch before its followers get it)")
+	knobs := fs.String("knobs", "", "knobs that put fixed bugs back: epoch-only-claim, dedupe-count=N, unsealed-raft, skip-validation, resign-refused, trust-refusal, unbounded-log-time, shared-stamp, no-fence, rebootstrap, fence-filters-only, no-peer-memory, unbounded-rev, own-rev-clock; and, not bugs: max-in-flight-8 (the deeper pipeline of older versions: 8 commits in flight), barrier-nudges (barriers instead of commit notices), no-send-ahead (the leader writes a batch before its followers get it)")
 	format := fs.String("format", "", "the chain's commit format: baton (default) or atproto (a P-256 chain key; docs/DRILLS.md)")
 	parallel := fs.Int("parallel", 0, "seeds at once (default GOMAXPROCS)")
 	out := fs.String("out", "sim-report", "directory for failed seeds' reports and events")
@@ -343,6 +343,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	repeat := fs.Int("repeat", 1, "with --seed: replay it this many times and count how often each violation comes back")
 	procs := fs.Int("procs", 0, "GOMAXPROCS of a replay (default 1: replays repeat best with one)")
 	worker := fs.Bool("worker", false, "internal: run the seeds read from stdin, one JSON result per line on stdout")
+	_ = fs.MarkHidden("worker") // how a search runs its worker processes
 	fs.Usage = func() {
 		fs.SetOutput(stdout)
 		defer fs.SetOutput(io.Discard)
@@ -420,7 +421,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return replayMain(base, *seed, *events, stdout, stderr)
 	}
 	if *seeds == 0 && *forD == 0 {
-		*forD = 10 * time.Minute
+		*forD = time.Minute // a first look; sweeps say how long (docs/DRILLS.md)
 	}
 	if *worker {
 		return workerMain(base, *out, os.Stdin, stdout, stderr)
