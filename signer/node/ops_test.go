@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/internal/testutil"
 	"github.com/batonhq/baton/intentlog"
+	"github.com/batonhq/baton/internal/testutil"
 )
 
 func TestCampaignWatchPeers(t *testing.T) {
