@@ -152,6 +152,10 @@ func (n *Node) forwardResult(holder string, in intentlog.Intent, out []byte) (Su
 
 // handleCall is Handlers.Call: another member forwards submissions to this holder.
 func (n *Node) handleCall(ctx context.Context, from string, payload []byte) ([]byte, error) {
+	if len(payload) == 1 && payload[0] == callStopping {
+		return n.handleGoodbye(from)
+	}
+	n.heardFrom(from)
 	if len(payload) == 1 && payload[0] == callDigests {
 		return n.handleDigests()
 	}

@@ -113,12 +113,15 @@ type JoinConfig struct {
 // Node is one baton device: libp2p host, Raft intent log, lease, signer loop and the
 // local API, wired together. All methods are safe for concurrent use.
 type Node struct {
-	cfg     Config
-	logger  *slog.Logger
-	id      string
-	host    *transport.Host    // nil when built by New
-	cluster *transport.Cluster // nil when built by New
-	net     Network
+	cfg Config
+	// departed: members that said they stop gracefully, by peer ID, with when
+	// (goodbye.go).
+	departed sync.Map
+	logger   *slog.Logger
+	id       string
+	host     *transport.Host    // nil when built by New
+	cluster  *transport.Cluster // nil when built by New
+	net      Network
 	// closeNet closes the network stack first on Kill (the host: like a pulled cable).
 	closeNet func() error
 	log      *intentlog.Log
@@ -175,7 +178,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("start: host: %w", err)
 	}
 	id := host.ID().String()
-	trans, err := host.RaftTransport(transport.RaftTransportConfig{Logger: newRaftLogger(cfg.Logger.With("node", shortID(id)), cfg.RaftLogLevel)})
+	trans, err := host.RaftTransport(transport.RaftTransportConfig{Logger: newRaftLogger(cfg.Logger.With("node", shortID(id)), cfg.RaftLogLevel, nil)})
 	if err != nil {
 		_ = host.Close()
 		return nil, fmt.Errorf("start: raft transport: %w", err)
@@ -362,7 +365,7 @@ func assemble(cfg Config, parts Parts, closeFirst func() error) (_ *Node, err er
 	fenced := newFencedTransport(parts.Raft, n.fence)
 	go fenced.run(n.ctx)
 	n.log, err = intentlog.Open(intentlog.Config{Dir: cfg.DataDir, LocalID: raft.ServerID(parts.ID),
-		Verify: signer.Verifier(""), Logger: n.logger, Raft: withRaftLogger(cfg.Raft, newRaftLogger(n.logger, cfg.RaftLogLevel)), Knobs: cfg.intentlogKnobs(),
+		Verify: signer.Verifier(""), Logger: n.logger, Raft: withRaftLogger(cfg.Raft, newRaftLogger(n.logger, cfg.RaftLogLevel, n.namesDeparted)), Knobs: cfg.intentlogKnobs(),
 		OnTerm: n.fence.sawTerm, Mono: cfg.Clock.Mono,
 		Hold: func(st intentlog.StartState) bool { return n.fence.decide(cfg.DataDir, st) }}, fenced)
 	if err != nil {
@@ -896,6 +899,7 @@ func (n *Node) Stop(ctx context.Context) error {
 			_ = n.lease.Release(ctx)
 		}
 		n.handOffLeadership(ctx)
+		n.sayGoodbye(ctx)
 		n.stopErr = n.shutdown(ctx)
 		if !n.fence.armed.Load() {
 			n.fence.applied(n.knownCommitted()) // a clean stop leaves the mark current

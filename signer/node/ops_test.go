@@ -108,7 +108,7 @@ func attrs(r slog.Record) map[string]any {
 // re-levelled and, below the level, dropped.
 func TestRaftLogger(t *testing.T) {
 	c := &capture{}
-	l := newRaftLogger(slog.New(c), slog.LevelInfo)
+	l := newRaftLogger(slog.New(c), slog.LevelInfo, nil)
 	l.Warn("heartbeat timeout reached, starting election", "last-leader-addr", "", "last-leader-id", "")
 	l.Error("failed to decode incoming command", "error", io.EOF)
 	l.Error("failed to flush response", "error", timeoutErr{}) // a stopping peer's stream, deadline reached (TestOperatorsCluster)
@@ -140,7 +140,7 @@ func TestRaftLogger(t *testing.T) {
 		t.Errorf("an unreachable peer is a warning: %v %q", r.Level, r.Message)
 	}
 	// At the default level (warn) the election line is dropped.
-	d := newRaftLogger(slog.New(c), nil)
+	d := newRaftLogger(slog.New(c), nil, nil)
 	d.Warn("heartbeat timeout reached, starting election")
 	d.Info("entering follower state")
 	d.Warn("failed to contact quorum of nodes, stepping down")

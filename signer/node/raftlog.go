@@ -25,18 +25,30 @@ const DefaultRaftLogLevel = slog.LevelWarn
 // component=raft. Messages below level are dropped. Some messages raft logs as
 // warnings or errors are part of every normal start, join and shutdown; raftLevels
 // gives them the level they deserve.
-func newRaftLogger(l *slog.Logger, level slog.Leveler) hclog.Logger {
+// departed (nil: none) reports whether a message's arguments name a member that
+// stopped gracefully (goodbye.go): Raft's failures to reach it are then not warnings.
+func newRaftLogger(l *slog.Logger, level slog.Leveler, departed func(args []any) bool) hclog.Logger {
 	if level == nil {
 		level = DefaultRaftLogLevel
 	}
-	return &raftLogger{l: l.With("component", "raft"), level: level}
+	return &raftLogger{l: l.With("component", "raft"), level: level, departed: departed}
 }
 
 type raftLogger struct {
-	l       *slog.Logger
-	level   slog.Leveler
-	name    string
-	implied []any
+	l        *slog.Logger
+	level    slog.Leveler
+	name     string
+	implied  []any
+	departed func(args []any) bool
+}
+
+// contactMsgs are Raft's messages about a member it cannot reach: warnings, unless the
+// member said it stops (raftLogger.departed).
+var contactMsgs = map[string]bool{
+	"failed to heartbeat to":         true,
+	"failed to appendEntries to":     true,
+	"failed to make requestVote RPC": true,
+	"failed to contact":              true,
 }
 
 var _ hclog.Logger = (*raftLogger)(nil)
@@ -101,6 +113,9 @@ func (r *raftLogger) slogLevel(level hclog.Level, msg string, args []any) slog.L
 		lv = o
 	}
 	if lv >= slog.LevelWarn && closedStreamMsgs[msg] && closedStream(args) {
+		lv = slog.LevelDebug
+	}
+	if lv >= slog.LevelWarn && contactMsgs[msg] && r.departed != nil && r.departed(args) {
 		lv = slog.LevelDebug
 	}
 	return lv
