@@ -118,7 +118,7 @@ func (c *cli) root() *cobra.Command {
 		root.AddCommand(sub)
 	}
 	for _, sub := range []*cobra.Command{
-		c.statusCmd(), c.submitCmd(), c.tailCmd(), c.exportCmd(), c.leaseCmd(), c.watchCmd(), c.execCmd(),
+		c.statusCmd(), c.healthCmd(), c.submitCmd(), c.tailCmd(), c.exportCmd(), c.leaseCmd(), c.watchCmd(), c.execCmd(),
 	} {
 		sub.GroupID = "ops"
 		root.AddCommand(sub)

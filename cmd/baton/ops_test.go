@@ -122,6 +122,15 @@ func TestOperatorsCluster(t *testing.T) {
 		}
 	}
 
+	// health --cluster: every member asked through one device, all healthy, exit 0.
+	if err := wait.For(20*time.Second, "health --cluster to say all three are healthy", func() bool {
+		code, out, _ = runCLI(t, nil, "", "health", "--cluster", "--data", devs[other].data)
+		return code == 0 && strings.Contains(out, "cluster healthy") && strings.Count(out, "  healthy  ") == 3 &&
+			strings.Contains(out, "(this device)") && strings.Contains(out, ",holder")
+	}); err != nil {
+		t.Errorf("health --cluster: %d\n%s", code, out)
+	}
+
 	// watch on a standby, and exec on the holder, which the transfer below stops.
 	wout, _, wstop := runInProcess(t, "watch", "--data", devs[other].data)
 	testutil.WaitFor(t, 10*time.Second, "watch to print the current lease", func() bool { return strings.Contains(wout.String(), "current") })
@@ -258,6 +267,11 @@ func TestOperatorsCluster(t *testing.T) {
 		st, err := stateOf(devs[holder].data)
 		return err == nil && !st.Quorum.OK
 	})
+	// health --cluster names the member that does not answer, exit 1.
+	code, out, errs = runCLI(t, nil, "", "health", "--cluster", "--data", devs[holder].data)
+	if code != 1 || !strings.Contains(out, "unreachable") || !strings.Contains(errs, "1 of 2 members unhealthy or unreachable") {
+		t.Errorf("health --cluster without the other member: %d\n%s\n%s", code, out, errs)
+	}
 	if err := wait.For(20*time.Second, "status to say the quorum is lost", func() bool {
 		code, out, _ = runCLI(t, nil, "", "status", "--data", devs[holder].data)
 		return code == 0 && strings.Contains(out, "LOST: no Raft leader")

@@ -5,6 +5,8 @@ package testutil
 import (
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -135,4 +137,26 @@ func CopyTree(t testing.TB, from, to string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// StableListenAddr returns a loopback TCP multiaddr on a free port below Linux's
+// ephemeral range (32768-60999), for a test device that restarts on the same port as a
+// real one does. A port bind(0) chose comes from the ephemeral range, and once its
+// device stopped, any outgoing connection of a concurrent test could take it as its
+// source port: the restart then failed with "address already in use" (signer/node's
+// repair tests under load, 2026-12-07).
+func StableListenAddr(tb testing.TB) string {
+	tb.Helper()
+	start := 20000 + mrand.IntN(12000)
+	for i := range 12000 {
+		p := 20000 + (start-20000+i)%12000
+		ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		_ = ln.Close()
+		return fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", p)
+	}
+	tb.Fatal("no free port in 20000-31999")
+	return ""
 }

@@ -39,6 +39,33 @@ func (a *Server) routeOps() {
 	a.route("/v1/peers", handlers{http.MethodGet: a.getPeers})
 	a.routeQ("/v1/lease/watch", handlers{http.MethodGet: a.getLeaseWatch}, true)
 	a.routeQ("/v1/lease/campaign", handlers{http.MethodPost: a.postCampaign}, true)
+	a.route("/v1/health/cluster", handlers{http.MethodGet: a.getClusterHealth})
+}
+
+// ClusterHealthWait bounds how long GET /v1/health/cluster waits for the members'
+// answers: one that has not answered by then is reported unreachable.
+const ClusterHealthWait = 3 * time.Second
+
+// ClusterHealth is the answer of GET /v1/health/cluster.
+type ClusterHealth struct {
+	// Healthy: every member answered and is healthy.
+	Healthy bool                `json:"healthy"`
+	Members []node.MemberHealth `json:"members"`
+}
+
+func (a *Server) getClusterHealth(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := apiCtx(r, ClusterHealthWait)
+	defer cancel()
+	ms, err := a.n.ClusterHealth(ctx)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ans := ClusterHealth{Healthy: len(ms) > 0, Members: ms}
+	for _, m := range ms {
+		ans.Healthy = ans.Healthy && m.Healthy
+	}
+	writeJSON(w, http.StatusOK, ans)
 }
 
 func (a *Server) getPeers(w http.ResponseWriter, r *http.Request) {

@@ -333,6 +333,13 @@ func (c *Client) Health(ctx context.Context) error {
 	return c.call(ctx, http.MethodGet, "/healthz", nil, nil)
 }
 
+// ClusterHealth asks every member's health through the node (GET /v1/health/cluster).
+func (c *Client) ClusterHealth(ctx context.Context) (ClusterHealth, error) {
+	var h ClusterHealth
+	err := c.call(ctx, http.MethodGet, "/v1/health/cluster", nil, &h)
+	return h, err
+}
+
 // Metrics returns the Prometheus text exposition (GET /metrics).
 func (c *Client) Metrics(ctx context.Context) (string, error) {
 	resp, err := c.do(ctx, http.MethodGet, "/metrics", nil)

@@ -155,6 +155,9 @@ func (n *Node) handleCall(ctx context.Context, from string, payload []byte) ([]b
 	if len(payload) == 1 && payload[0] == callStopping {
 		return n.handleGoodbye(from)
 	}
+	if len(payload) == 1 && payload[0] == callHealth {
+		return n.handleHealth()
+	}
 	n.heardFrom(from)
 	if len(payload) == 1 && payload[0] == callDigests {
 		return n.handleDigests()

@@ -160,7 +160,10 @@ func TestNodeCluster(t *testing.T) {
 		}
 		entries := f.batch.entriesMade() - before
 		t.Logf("group commit: %d concurrent submissions forwarded to the holder, signed in %d commits (%d intents entries)", N, len(seqs), entries)
-		if entries != 0 || len(seqs) >= N || seqs[0] {
+		// On a loaded machine the holder can answer a forward not_holder while its
+		// renewal is late (CI's -race run at load 9: 2 entries), and the follower then
+		// batches those itself: a few entries are not a failure, one per submission is.
+		if entries > N/8 || len(seqs) >= N || seqs[0] {
 			t.Fatalf("no group commit: %d submissions, %d commits, %d entries", N, len(seqs), entries)
 		}
 		waitSigned(t, f, "g-63")
@@ -406,10 +409,9 @@ func TestNodeCluster(t *testing.T) {
 
 	var stoppedIdx int
 	t.Run("graceful_stop_of_holder", func(t *testing.T) {
+		// After the heal above the lease may still be moving (a loaded machine).
+		testutil.WaitFor(t, 20*time.Second, "a holder", func() bool { return holderOf(live()...) != nil })
 		h := holderOf(live()...)
-		if h == nil {
-			t.Fatal("no holder")
-		}
 		stoppedIdx = slices.Index(nodes, h)
 		wasLeader := h.State().Raft.Role == "Leader"
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -440,6 +442,9 @@ func TestNodeCluster(t *testing.T) {
 	})
 
 	t.Run("restart", func(t *testing.T) {
+		if nodes[stoppedIdx] != nil {
+			t.Fatal("no device was stopped (graceful_stop_of_holder failed)")
+		}
 		nodes[stoppedIdx] = startNode(T, nodeConfig(T, dirs[stoppedIdx], psk, key))
 		want := live()[0].State().Head.Seq
 		testutil.WaitFor(t, 10*time.Second, "restarted node catches up", func() bool {

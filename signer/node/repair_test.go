@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +24,8 @@ func threeNodes(t *testing.T, seed byte) ([]Config, []*Node, chain.Key) {
 	nodes := make([]*Node, 3)
 	for i := range cfgs {
 		cfgs[i] = nodeConfig(t, filepath.Join(root, fmt.Sprint(i)), psk, key)
+		// Restarts keep their ports, as a device does: the others know them.
+		cfgs[i].ListenAddrs = []string{testutil.StableListenAddr(t)}
 	}
 	cfgs[0].Bootstrap = true
 	nodes[0] = startNode(t, cfgs[0])
@@ -35,13 +36,6 @@ func threeNodes(t *testing.T, seed byte) ([]Config, []*Node, chain.Key) {
 		cfgs[i].Join = &JoinConfig{Seeds: nodes[0].Addrs(), Token: token}
 		nodes[i] = startNode(t, cfgs[i])
 		cfgs[i].Join = nil
-	}
-	// Restarts keep their ports, as a device does: the others know them.
-	for i, n := range nodes {
-		cfgs[i].ListenAddrs = nil
-		for _, a := range n.Addrs() {
-			cfgs[i].ListenAddrs = append(cfgs[i].ListenAddrs, strings.Split(a, "/p2p/")[0])
-		}
 	}
 	return cfgs, nodes, key
 }

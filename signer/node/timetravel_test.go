@@ -14,15 +14,6 @@ import (
 	"github.com/batonhq/baton/internal/testutil"
 )
 
-// keepPorts makes cfg's restarts listen where n does now, as a device does: the
-// others know its addresses.
-func keepPorts(cfg *Config, n *Node) {
-	cfg.ListenAddrs = nil
-	for _, a := range n.Addrs() {
-		cfg.ListenAddrs = append(cfg.ListenAddrs, strings.Split(a, "/p2p/")[0])
-	}
-}
-
 // Issue 38 item 1: the founder's backup from before the others joined, restored in
 // place (the mark beside the data dir survives) while the others are up. Its Raft
 // configuration names only itself: hashicorp/raft elects it with no message sent, so
@@ -218,12 +209,12 @@ func restoredFounder(t *testing.T, seed byte, restore func(dir, backup string)) 
 	defer cancel()
 	cfg0 := nodeConfig(t, filepath.Join(root, "n0"), psk, key)
 	cfg0.Bootstrap = true
+	cfg0.ListenAddrs = []string{testutil.StableListenAddr(t)} // restarts keep the port, as a device does
 	n0 := startNode(t, cfg0)
 	testutil.WaitFor(t, 10*time.Second, "the founder holds", n0.Holds)
 	if _, err := n0.Submit(ctx, testutil.Put("alone-1"), WaitSigned); err != nil {
 		t.Fatal(err)
 	}
-	keepPorts(&cfg0, n0)
 	if err := n0.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
