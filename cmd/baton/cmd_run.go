@@ -399,6 +399,7 @@ func (c *cli) runNode(ctx context.Context, f *runFlags, inv *device.Invite) (err
 	if s.dev.Replica {
 		logger.Info("this device is a replica: it was made without the chain key (device.json) and never signs; if it should sign, stop it and put the chain key back in chain.key (from a backup or another signer)")
 	}
+	go notifyReady(ctx, n, logger) // systemd's Type=notify (sdnotify.go)
 	go func() {
 		// Until this device first sees a leader, "no leader" warnings are expected; so
 		// are those of calls that started before it (they end within a tick).

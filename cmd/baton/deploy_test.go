@@ -229,3 +229,72 @@ func TestE2EVersionRevision(t *testing.T) {
 		t.Fatalf("version %q lacks the revision %s", out, rev)
 	}
 }
+
+// TestLaunchdWrapperNeedsNoEdits: the plist's wrapper runs as it is for any user (issue
+// 39 item 6: it named /Users/USER and logged to /tmp): the data dir defaults to
+// $HOME/.baton, the log goes to ~/Library/Logs/baton/baton.log, rotated at start once
+// over 10 MB, and a removed device is not started.
+func TestLaunchdWrapperNeedsNoEdits(t *testing.T) {
+	plist := readRepo(t, "deploy", "launchd", "org.batonhq.baton.plist")
+	if strings.Contains(plist, "USER") || strings.Contains(plist, "/tmp/") {
+		t.Fatal("the plist still needs an edit (USER) or logs to /tmp")
+	}
+	dec := xml.NewDecoder(strings.NewReader(plist))
+	var script string
+	for prev := ""; ; {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "string" {
+			var s string
+			if err := dec.DecodeElement(&s, &se); err != nil {
+				t.Fatal(err)
+			}
+			if prev == "-c" {
+				script = s
+			}
+			prev = s
+		}
+	}
+	if script == "" {
+		t.Fatal("no /bin/sh -c script in the plist")
+	}
+	home := t.TempDir()
+	stub := filepath.Join(t.TempDir(), "baton")
+	if err := os.WriteFile(stub, []byte("#!/bin/sh\necho \"stub run: $* data=$BATON_DATA\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func() string {
+		t.Helper()
+		cmd := exec.Command("/bin/sh", "-c", strings.ReplaceAll(script, "/usr/local/bin/baton", stub))
+		cmd.Env = []string{"HOME=" + home, "PATH=/usr/bin:/bin"}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("wrapper: %v %s", err, out)
+		}
+		b, _ := os.ReadFile(filepath.Join(home, "Library", "Logs", "baton", "baton.log"))
+		return string(b)
+	}
+	if log := run(); !strings.Contains(log, "stub run: run data="+filepath.Join(home, ".baton")) {
+		t.Fatalf("log: %q", log)
+	}
+	logf := filepath.Join(home, "Library", "Logs", "baton", "baton.log")
+	if err := os.WriteFile(logf, make([]byte, 10<<20+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if log := run(); !strings.HasPrefix(log, "stub run") {
+		t.Fatalf("a log over 10 MB was not rotated: %d bytes", len(log))
+	}
+	if fi, err := os.Stat(logf + ".1"); err != nil || fi.Size() != 10<<20+1 {
+		t.Fatalf("the rotated log: %v", err)
+	}
+	if err := os.MkdirAll(filepath.Join(home, ".baton"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".baton", "removed.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if log := run(); !strings.Contains(log, "was removed from its cluster") || strings.Count(log, "stub run") != 1 {
+		t.Fatalf("a removed device: %q", log)
+	}
+}
