@@ -326,10 +326,12 @@ or that must be shut out: the others refuse it at once. The last voter cannot be
 removed.`
 
 const membersExample = `  baton members --data /tmp/b1
-  baton members remove --data /tmp/b1 …aN1816`
+  baton members remove --data /tmp/b1 …aN1816
+  baton members promote --data /tmp/b1 …x7Qk2e      # a non-voter (join --nonvoter) votes from now on
+  baton members move-leader --data /tmp/b1 …aN1816  # the Raft leader, where writes are ordered`
 
 func (c *cli) membersCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "members [list | remove ID]", Short: "list the members, or remove one",
+	cmd := &cobra.Command{Use: "members [list | remove ID | promote ID | move-leader ID]", Short: "list the members, remove or promote one, move Raft leadership",
 		Long: membersLong, Example: membersExample, Args: noArgs}
 	list := &cobra.Command{Use: "list [--json]", Short: "list the members and their reachability", Args: noArgs}
 	lf := c.addAPIFlags(list.Flags(), 10*time.Second, "waiting for the node")
@@ -379,7 +381,47 @@ func (c *cli) membersCmd() *cobra.Command {
 		return nil
 	}
 	remove.ValidArgsFunction = c.completePeers(rf)
-	cmd.AddCommand(list, remove)
+	promote := c.memberOp("promote ID", "make a non-voter a voter (it then counts for the quorum)",
+		func(ctx context.Context, cl *api.Client, id string) (string, error) {
+			return "promoted %s (%s) to voter\n", cl.Promote(ctx, id)
+		})
+	lead := c.memberOp("move-leader ID", "hand Raft leadership to a voter (the lease holder is another matter: `baton lease transfer`)",
+		func(ctx context.Context, cl *api.Client, id string) (string, error) {
+			return "Raft leadership moved to %s (%s)\n", cl.MoveLeader(ctx, id)
+		})
+	cmd.AddCommand(list, remove, promote, lead)
+	return cmd
+}
+
+// memberOp is a members subcommand that takes one member (ID, or a unique prefix or
+// suffix) and calls op on it; op returns the success line's format (short ID, ID).
+func (c *cli) memberOp(use, short string, op func(context.Context, *api.Client, string) (string, error)) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Short: short,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("want exactly one member ID, got %d", len(args))
+			}
+			return nil
+		}}
+	f := c.addAPIFlags(cmd.Flags(), 20*time.Second, "waiting for the cluster")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		cl, st, cctx, done, err := f.state(cmd.Context())
+		if err != nil {
+			return err
+		}
+		defer done()
+		id, err := resolvePeer(st, args[0], "ID")
+		if err != nil {
+			return err
+		}
+		line, err := op(cctx, cl, id)
+		if err != nil {
+			return f.apiErr(err)
+		}
+		fmt.Fprintf(c.stdout, line, shortPeer(id), id)
+		return nil
+	}
+	cmd.ValidArgsFunction = c.completePeers(f)
 	return cmd
 }
 

@@ -534,6 +534,8 @@ func (a *Server) routes() {
 	a.routeOps() // api_ops.go
 	a.route("/v1/members", handlers{http.MethodGet: a.getMembers, http.MethodPost: a.postMember})
 	a.route("/v1/members/{id}", handlers{http.MethodDelete: a.deleteMember})
+	a.route("/v1/members/{id}/promote", handlers{http.MethodPost: a.postPromote})
+	a.route("/v1/raft/leader", handlers{http.MethodPost: a.postMoveLeader})
 	a.route("/healthz", handlers{http.MethodGet: a.getHealth})
 	a.routeInvite()    // POST /v1/join-window (api_invite.go)
 	a.routeXRPC(a.mux) // /xrpc/: an atproto chain's repository (xrpc.go, xrpc_stream.go)
@@ -894,6 +896,40 @@ func (a *Server) deleteMember(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"removed": r.PathValue("id")})
+}
+
+func (a *Server) postPromote(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := apiCtx(r, DefaultAPITimeout)
+	defer cancel()
+	if err := a.n.Promote(ctx, r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	a.getMembers(w, r)
+}
+
+// MoveLeaderRequest is the body of POST /v1/raft/leader.
+type MoveLeaderRequest struct {
+	To string `json:"to"` // the voter to lead Raft
+}
+
+func (a *Server) postMoveLeader(w http.ResponseWriter, r *http.Request) {
+	var req MoveLeaderRequest
+	if err := decodeBody(w, r, &req, false); err != nil {
+		writeError(w, err)
+		return
+	}
+	if req.To == "" {
+		writeError(w, fmt.Errorf("%w: field \"to\" (the voter to lead Raft) is required", node.ErrBadRequest))
+		return
+	}
+	ctx, cancel := apiCtx(r, DefaultAPITimeout)
+	defer cancel()
+	if err := a.n.MoveLeader(ctx, req.To); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"leader": req.To})
 }
 
 func (a *Server) getHealth(w http.ResponseWriter, r *http.Request) {

@@ -328,6 +328,16 @@ func (c *Client) RemoveMember(ctx context.Context, id string) error {
 	return c.call(ctx, http.MethodDelete, "/v1/members/"+url.PathEscape(id), nil, nil)
 }
 
+// Promote makes non-voter id a voter (POST /v1/members/{id}/promote).
+func (c *Client) Promote(ctx context.Context, id string) error {
+	return c.call(ctx, http.MethodPost, "/v1/members/"+url.PathEscape(id)+"/promote", nil, nil)
+}
+
+// MoveLeader hands Raft leadership to voter id (POST /v1/raft/leader).
+func (c *Client) MoveLeader(ctx context.Context, id string) error {
+	return c.call(ctx, http.MethodPost, "/v1/raft/leader", MoveLeaderRequest{To: id}, nil)
+}
+
 // Health checks that the node answers (GET /healthz).
 func (c *Client) Health(ctx context.Context) error {
 	return c.call(ctx, http.MethodGet, "/healthz", nil, nil)

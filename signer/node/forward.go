@@ -158,6 +158,9 @@ func (n *Node) handleCall(ctx context.Context, from string, payload []byte) ([]b
 	if len(payload) == 1 && payload[0] == callHealth {
 		return n.handleHealth()
 	}
+	if len(payload) > 1 && payload[0] == callMoveLeader {
+		return n.handleMoveLeader(from, payload[1:])
+	}
 	n.heardFrom(from)
 	if len(payload) == 1 && payload[0] == callDigests {
 		return n.handleDigests()
