@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -294,4 +295,20 @@ func (c *Cluster) noteRemovedMember(p peer.ID, idx uint64) {
 	if err := t.set(p, idx); err != nil {
 		c.log.Error("record removed member", "peer", p, "err", err)
 	}
+}
+
+// RemovedMembers returns the members removed while this device was a member (its
+// tombstones): each peer with the index of the first configuration without it.
+func (c *Cluster) RemovedMembers() map[peer.ID]uint64 {
+	c.h.gater.mu.RLock()
+	t := c.h.gater.tombs
+	c.h.gater.mu.RUnlock()
+	out := map[peer.ID]uint64{}
+	if t == nil {
+		return out
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	maps.Copy(out, t.m)
+	return out
 }

@@ -343,7 +343,7 @@ func (c *cli) membersCmd() *cobra.Command {
 		}
 		defer done()
 		if *asJSON {
-			return printJSON(c.stdout, map[string]any{"peers": st.Peers, "quorum": st.Quorum})
+			return printJSON(c.stdout, map[string]any{"peers": st.Peers, "quorum": st.Quorum, "removed": st.RemovedMembers})
 		}
 		printPeers(c.stdout, st, "")
 		return nil

@@ -272,6 +272,12 @@ func printPeers(w io.Writer, st node.State, indent string) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, role, reach, path, rtt, since, heard, addr)
 	}
 	tw.Flush()
+	if len(st.RemovedMembers) > 0 {
+		fmt.Fprintf(w, "%sremoved: %d (they left or another member removed them; they cannot run again from their data dirs)\n", indent, len(st.RemovedMembers))
+		for _, r := range st.RemovedMembers {
+			fmt.Fprintf(w, "%s  %s  removed at configuration index %d\n", indent, r.ID, r.ConfigIndex)
+		}
+	}
 }
 
 // pathAddr is the member's address to show beside its path: a direct one under

@@ -227,6 +227,11 @@ func TestOperatorsCluster(t *testing.T) {
 		st, err := stateOf(devs[holder].data)
 		return err == nil && st.Members == 2
 	})
+	// members lists the removed device too.
+	code, out, _ = runCLI(t, nil, "", "members", "--data", devs[holder].data)
+	if code != 0 || !strings.Contains(out, "removed: 1") || !strings.Contains(out, vst.ID) {
+		t.Errorf("members after the removal: %d\n%s", code, out)
+	}
 	if c, ok := devs[victim].wait(20 * time.Second); !ok || c != exitRemoved || !strings.Contains(devs[victim].stderr.String(), "was removed from its cluster by another member") {
 		t.Errorf("the removed node: exited %v, status %d\n%s", ok, c, tail(devs[victim].stderr.String(), 1500))
 	}

@@ -870,7 +870,7 @@ func (a *Server) getMembers(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, mj)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"members": out})
+	writeJSON(w, http.StatusOK, map[string]any{"members": out, "removed": a.n.RemovedMembers()})
 }
 
 func (a *Server) postMember(w http.ResponseWriter, r *http.Request) {

@@ -1,11 +1,13 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -783,6 +785,27 @@ func (n *Node) Members() ([]transport.Member, error) {
 		return nil, fmt.Errorf("members: %w", ErrUnsupported)
 	}
 	return n.cluster.Members()
+}
+
+// RemovedMember is a device removed from the cluster while this device was a member.
+type RemovedMember struct {
+	ID string `json:"id"`
+	// ConfigIndex is the Raft index of the first configuration without it.
+	ConfigIndex uint64 `json:"config_index"`
+}
+
+// RemovedMembers returns the devices removed while this device was a member (left or
+// removed by another), sorted by the removal's index. Nil for a node built by New.
+func (n *Node) RemovedMembers() []RemovedMember {
+	if n.cluster == nil {
+		return nil
+	}
+	out := []RemovedMember{}
+	for p, idx := range n.cluster.RemovedMembers() {
+		out = append(out, RemovedMember{ID: p.String(), ConfigIndex: idx})
+	}
+	slices.SortFunc(out, func(a, b RemovedMember) int { return cmp.Compare(a.ConfigIndex, b.ConfigIndex) })
+	return out
 }
 
 // isMember reports whether id is in the Raft configuration. A device that lags may

@@ -47,6 +47,9 @@ type State struct {
 	// Peers: every member of the Raft configuration with its reachability (Members
 	// is its length).
 	Peers []PeerState `json:"peers,omitempty"`
+	// RemovedMembers: the devices removed (or that left) while this device was a
+	// member, oldest removal first.
+	RemovedMembers []RemovedMember `json:"removed_members,omitempty"`
 	// Removed: this device left or was removed from the cluster (see Node.Removed);
 	// its view of the lease and the chain is no longer kept up to date.
 	Removed    bool   `json:"removed,omitempty"`
@@ -158,6 +161,7 @@ func (n *Node) State() State {
 		st.Peers, st.Members = ps, len(ps) // one source for the count and the list
 	}
 	st.Quorum = n.quorum(st.Peers)
+	st.RemovedMembers = n.RemovedMembers()
 	if how, _, ok := n.RemovedHow(); ok {
 		st.Removed, st.RemovedHow = true, how
 	}
