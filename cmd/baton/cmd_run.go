@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
@@ -83,6 +84,7 @@ type runFlags struct {
 	joinTimeout  *time.Duration
 	nonvoter     *bool
 	markFile     *string
+	name         *string
 	apiTLSCert   *string
 	apiTLSKey    *string
 	raftTimeout  *time.Duration
@@ -108,6 +110,7 @@ func addRunFlags(fs *pflag.FlagSet, join bool) *runFlags {
 		bootstrap:    fs.Bool("bootstrap", false, "bootstrap a new cluster on first start (implied for the device made with init --new-chain)"),
 		newHistory:   fs.Bool("start-second-history", false, "with --bootstrap, allow a chain key that already has a history (chain.genesis) to start another one: readers of the first see a fork"),
 		nonvoter:     fs.Bool("nonvoter", false, "join as a non-voter (a replica that does not count for quorum)"),
+		name:         fs.String("name", "", "this device's human `name`, shown by the members beside its ID (status, members, logs, metrics): letters, digits, . _ - (default: the host's name)"),
 		markFile:     fs.String("mark-file", "", "the `file` outside the data dir that keeps the highest Raft term and applied index this device reached, so a restored older copy is fenced until it caught up (default DIR.mark; - for none)"),
 		joinTimeout:  fs.Duration("join-timeout", time.Minute, "how long a first start waits for the cluster to admit this device"),
 		raftTimeout:  fs.Duration("raft-timeout", 0, "Raft heartbeat and election timeout (0: TTL/5 within 1s-5s, which keeps an idle leader's CPU low); lower for tests"),
@@ -194,6 +197,11 @@ func (c *cli) prepare(f *runFlags, inv *device.Invite) (*startPlan, error) {
 	if *f.joinTimeout <= 0 {
 		return nil, usagef("--join-timeout must be positive")
 	}
+	if *f.name != "" {
+		if err := node.ValidName(*f.name); err != nil {
+			return nil, usagef("--name: %v", api.Message(err))
+		}
+	}
 	listen := splitList(*f.listen)
 	if len(listen) == 0 {
 		return nil, usagef("--listen is empty")
@@ -259,6 +267,7 @@ func (c *cli) prepare(f *runFlags, inv *device.Invite) (*startPlan, error) {
 	s.cfg.TTL, s.cfg.Tick = *f.ttl, *f.tick
 	s.cfg.Logger = logger
 	s.cfg.RaftLogLevel = raftLevel
+	s.cfg.Name = cmp.Or(*f.name, node.DefaultName())
 	if rt := *f.raftTimeout; rt > 0 {
 		s.cfg.Raft = func(rc *raft.Config) {
 			rc.HeartbeatTimeout = rt

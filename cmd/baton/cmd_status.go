@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -94,17 +95,21 @@ func repoLine(ctx context.Context, cl *api.Client, chainDID string) string {
 
 // printStatus prints st; repo, when not "", is the atproto repository's line.
 func printStatus(w io.Writer, st node.State, repo string) {
+	names := map[string]string{st.ID: st.Name}
+	for _, p := range st.Peers {
+		names[p.ID] = p.Name
+	}
 	me := func(id string) string {
 		switch id {
 		case "":
 			return "none"
 		case st.ID:
-			return id + " (this device)"
+			return named(id, st.Name) + " (this device)"
 		}
-		return id
+		return named(id, names[id])
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "device\t%s\n", st.ID)
+	fmt.Fprintf(tw, "device\t%s\n", named(st.ID, st.Name))
 	if st.Removed {
 		how := "was removed from the cluster by another member"
 		if st.RemovedHow == "left" {
@@ -220,7 +225,7 @@ func printPeers(w io.Writer, st node.State, indent string) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "  ID\tROLE\tREACHABLE\tPATH\tRTT\tSINCE\tLAST HEARD\tADDRESS\n")
+	fmt.Fprintf(tw, "  ID\tNAME\tROLE\tREACHABLE\tPATH\tRTT\tSINCE\tLAST HEARD\tADDRESS\n")
 	for _, p := range st.Peers {
 		role := "voter"
 		if !p.Voter {
@@ -269,7 +274,7 @@ func printPeers(w io.Writer, st node.State, indent string) {
 			reach += fmt.Sprintf(", writes stalled %s", ago(ms(p.StalledMs)))
 		}
 		addr := pathAddr(p)
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, role, reach, path, rtt, since, heard, addr)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, cmp.Or(p.Name, "-"), role, reach, path, rtt, since, heard, addr)
 	}
 	tw.Flush()
 	if len(st.RemovedMembers) > 0 {
@@ -278,6 +283,14 @@ func printPeers(w io.Writer, st node.State, indent string) {
 			fmt.Fprintf(w, "%s  %s  removed at configuration index %d\n", indent, r.ID, r.ConfigIndex)
 		}
 	}
+}
+
+// named is a member's ID followed by its name when it has one.
+func named(id, name string) string {
+	if name == "" {
+		return id
+	}
+	return id + " (" + name + ")"
 }
 
 // pathAddr is the member's address to show beside its path: a direct one under

@@ -20,6 +20,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/batonhq/baton/internal/testutil"
+	"github.com/batonhq/baton/signer/node"
 )
 
 // syncBuffer is a bytes.Buffer safe for the node's goroutines to write.
@@ -217,10 +218,14 @@ func TestMetricsAddrAndDeploy(t *testing.T) {
 	resp.Body.Close()
 	for _, want := range []string{`baton_build_info{goversion="go1.`, `baton_raft_state{role="leader"} 1`, "go_goroutines", "process_resident_memory_bytes",
 		"baton_lease_expires_in_seconds", `baton_lease_holder{holder="12D3`, "baton_lease_takeover_seconds_bucket", "baton_raft_quorum 1",
-		`baton_peer_reachable{peer="12D3`} {
+		`baton_peer_reachable{name="`, `",peer="12D3`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %q", want)
 		}
+	}
+	// The device's name (the host's, by default) labels it beside its ID.
+	if host := node.DefaultName(); host != "" && !strings.Contains(metrics, `name="`+host+`"`) {
+		t.Errorf("metrics lack the device's name %q", host)
 	}
 	if regexp.MustCompile(`role="[A-Z]`).MatchString(metrics) {
 		t.Error("capitalised role label values")

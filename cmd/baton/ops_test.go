@@ -73,6 +73,7 @@ func TestOperatorsCluster(t *testing.T) {
 			usedInvite = inviteFile(t, first)
 			args = []string{"join", "--data", data, "--invite-file", usedInvite}
 		}
+		args = append(args, "--name", fmt.Sprintf("dev-%d", i+1))
 		_, stderr, stop, wait := runInProcessWait(t, append(append(args, "--listen", listens[i]), opsFlags...)...)
 		devs[i] = &opsDev{data: data, stderr: stderr, stop: stop, wait: wait}
 		want := i + 1
@@ -103,7 +104,9 @@ func TestOperatorsCluster(t *testing.T) {
 	// status: quorum, members with reachability, one count.
 	// Reachability is recent contact, which a loaded machine can miss for a moment:
 	// the status is read until it says all of it (or the deadline).
-	statusWants := []string{`quorum\s+ok \(3 of 3 voters reachable, 2 needed\)`, `members: 3\n`, `voter,leader`, `held by this device`}
+	// Names: each device's own (--name) and the others', learned from them.
+	statusWants := []string{`quorum\s+ok \(3 of 3 voters reachable, 2 needed\)`, `members: 3\n`, `voter,leader`, `held by this device`,
+		`device\s+\S+ \(dev-\d\)`, `\sdev-1\s`, `\sdev-2\s`, `\sdev-3\s`}
 	var code int
 	var out string
 	if err := wait.For(20*time.Second, "status to show the whole cluster", func() bool {
@@ -228,8 +231,10 @@ func TestOperatorsCluster(t *testing.T) {
 		return err == nil && st.Members == 2
 	})
 	// members lists the removed device too.
-	code, out, _ = runCLI(t, nil, "", "members", "--data", devs[holder].data)
-	if code != 0 || !strings.Contains(out, "removed: 1") || !strings.Contains(out, vst.ID) {
+	if err := wait.For(20*time.Second, "members to list the removed device", func() bool {
+		code, out, _ = runCLI(t, nil, "", "members", "--data", devs[holder].data)
+		return code == 0 && strings.Contains(out, "removed: 1") && strings.Contains(out, vst.ID)
+	}); err != nil {
 		t.Errorf("members after the removal: %d\n%s", code, out)
 	}
 	if c, ok := devs[victim].wait(20 * time.Second); !ok || c != exitRemoved || !strings.Contains(devs[victim].stderr.String(), "was removed from its cluster by another member") {

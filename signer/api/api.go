@@ -669,7 +669,7 @@ func (a *Server) postIntent(w http.ResponseWriter, r *http.Request) {
 	}
 	stages.Mark(stages.APIDecoded, 0, 0, 0)
 	if err := a.n.QuorumLost(); err != nil {
-		writeError(w, fmt.Errorf("%w; nothing was submitted: submit again when the quorum is back (baton status)", err))
+		writeError(w, fmt.Errorf("%w; nothing was submitted: submit again when the quorum is back", err))
 		return
 	}
 	ctx, cancel := apiCtx(r, timeout)

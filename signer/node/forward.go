@@ -158,6 +158,9 @@ func (n *Node) handleCall(ctx context.Context, from string, payload []byte) ([]b
 	if len(payload) == 1 && payload[0] == callHealth {
 		return n.handleHealth()
 	}
+	if len(payload) == 1 && payload[0] == callName {
+		return n.handleName()
+	}
 	if len(payload) > 1 && payload[0] == callMoveLeader {
 		return n.handleMoveLeader(from, payload[1:])
 	}

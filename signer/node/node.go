@@ -64,6 +64,9 @@ type Config struct {
 	// the first commit then carries it. Optional: without it the repository's DID is
 	// the chain key's did:key. Only the device that writes the genesis reads it.
 	RepoDID string
+	// Name is this device's human name (names.go: ValidName), shown by the members
+	// beside its ID. Optional.
+	Name string
 	// Join joins an existing cluster on first start (ignored when Raft state exists).
 	Join *JoinConfig
 	// GenesisFile is where this device remembers which history its chain key belongs
@@ -119,6 +122,7 @@ type Node struct {
 	// departed: members that said they stop gracefully, by peer ID, with when
 	// (goodbye.go).
 	departed sync.Map
+	names    *names // the members' names (names.go); nil for a node built by New
 	logger   *slog.Logger
 	id       string
 	host     *transport.Host    // nil when built by New
@@ -207,6 +211,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("start: %w", err)
 	}
 	n.host, n.cluster = host, cluster
+	n.names = loadNames(cfg.DataDir)
 	n.fence.members = func() []string { return p2pAddrs(host.Members()) }
 	// Whether it starts fresh is decided on the address book it has (a data dir wiped
 	// to join again knows no one and joins); the members only the mark names are
@@ -456,6 +461,13 @@ func (n *Node) run(bootstrapped bool) {
 		defer n.wg.Done()
 		n.keepReplacing()
 	}()
+	if n.cluster != nil { // a device over libp2p (the simulator's have no names)
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.keepNames()
+		}()
+	}
 	if n.signsAtproto() {
 		n.wg.Add(1)
 		go func() {
@@ -598,6 +610,11 @@ func (c *Config) setDefaults(libp2p bool) error {
 	if c.RepoDID != "" {
 		if err := signer.CheckRepoDID(c.Chain, c.RepoDID); err != nil {
 			return fmt.Errorf("%w: RepoDID: %w", ErrBadConfig, err)
+		}
+	}
+	if c.Name != "" {
+		if err := ValidName(c.Name); err != nil {
+			return err
 		}
 	}
 	if c.Bootstrap && c.Join != nil {

@@ -13,6 +13,7 @@ import (
 // answers in milliseconds with no quorum.
 type State struct {
 	ID      string      `json:"id"`
+	Name    string      `json:"name,omitempty"` // this device's human name (Config.Name)
 	Chain   string      `json:"chain"`
 	Signer  bool        `json:"signer"` // this device has the chain key
 	Raft    RaftState   `json:"raft"`
@@ -122,11 +123,24 @@ type LoopSummary struct {
 	CommitsRefused map[string]uint64 `json:"commits_refused,omitempty"`
 }
 
+// NameOf returns the name of member id as st knows it ("" when unknown).
+func (st State) NameOf(id string) string {
+	if id == st.ID {
+		return st.Name
+	}
+	for _, p := range st.Peers {
+		if p.ID == id {
+			return p.Name
+		}
+	}
+	return ""
+}
+
 // State returns the node's state. It never blocks on Raft.
 func (n *Node) State() State {
 	r := n.log.Raft()
 	v := n.log.View()
-	st := State{ID: n.ID(), Chain: n.cfg.Chain, Signer: n.cfg.ChainKey != nil,
+	st := State{ID: n.ID(), Name: n.cfg.Name, Chain: n.cfg.Chain, Signer: n.cfg.ChainKey != nil,
 		Pending: v.Pending, Bytes: v.PendingBytes, Healthy: true}
 	if err := n.Health(); err != nil {
 		st.Healthy, st.Problem, st.ProblemKind = false, err.Error(), problemKind(err)

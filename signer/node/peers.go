@@ -11,6 +11,7 @@ import (
 // whether it is reachable and when it was last heard from.
 type PeerState struct {
 	ID     string   `json:"id"`
+	Name   string   `json:"name,omitempty"` // the name it gave (Config.Name), "" when unknown
 	Voter  bool     `json:"voter"`
 	Leader bool     `json:"leader"` // the Raft leader as known locally
 	Self   bool     `json:"self"`   // this device
@@ -76,7 +77,7 @@ func (n *Node) Peers() ([]PeerState, error) {
 	now := time.Now()
 	out := make([]PeerState, 0, len(ps))
 	for _, p := range ps {
-		s := PeerState{ID: p.ID.String(), Voter: p.Suffrage == raft.Voter, Leader: p.Leader, Self: p.Self,
+		s := PeerState{ID: p.ID.String(), Name: n.NameOf(p.ID.String()), Voter: p.Suffrage == raft.Voter, Leader: p.Leader, Self: p.Self,
 			Connected: p.Connected, LastSeenMs: -1, StalledMs: p.Stalled.Milliseconds(), SinceMs: -1,
 			Path: string(p.Path), RTTMicros: p.RTT.Microseconds(), ProbeError: p.ProbeErr}
 		if p.Relay != "" {
