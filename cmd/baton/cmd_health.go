@@ -101,7 +101,7 @@ func printClusterHealth(w io.Writer, h api.ClusterHealth) {
 			}
 			health += ": " + m.Problem
 		}
-		who := m.ID
+		who := named(m.ID, m.Name)
 		if m.Self {
 			who += " (this device)"
 		}

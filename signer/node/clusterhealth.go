@@ -18,6 +18,7 @@ const callHealth byte = 9
 // State says of itself, or why it could not be asked.
 type MemberHealth struct {
 	ID    string `json:"id"`
+	Name  string `json:"name,omitempty"` // the name it gives (Config.Name)
 	Voter bool   `json:"voter"`
 	Self  bool   `json:"self,omitempty"`
 	// Healthy: the member answered and its Health is nil.
@@ -60,7 +61,7 @@ func (n *Node) ClusterHealth(ctx context.Context) ([]MemberHealth, error) {
 			}
 			h.ID, h.Voter, h.TookMs = id, voter, time.Since(start).Milliseconds()
 			if err != nil {
-				h = MemberHealth{ID: id, Voter: voter, ProblemKind: "unreachable", TookMs: h.TookMs,
+				h = MemberHealth{ID: id, Name: n.NameOf(id), Voter: voter, ProblemKind: "unreachable", TookMs: h.TookMs,
 					Problem: fmt.Sprintf("could not ask it: %v", err)}
 			} else {
 				h.Reached = true
@@ -84,7 +85,7 @@ func (n *Node) ClusterHealth(ctx context.Context) ([]MemberHealth, error) {
 // ownHealth is this device's MemberHealth.
 func (n *Node) ownHealth() MemberHealth {
 	st := n.State()
-	return MemberHealth{ID: n.id, Healthy: st.Healthy, Reached: true, Problem: st.Problem, ProblemKind: st.ProblemKind,
+	return MemberHealth{ID: n.id, Name: n.cfg.Name, Healthy: st.Healthy, Reached: true, Problem: st.Problem, ProblemKind: st.ProblemKind,
 		Role: st.Raft.Role, Term: st.Raft.Term, Applied: st.Raft.AppliedIndex, HeadSeq: st.Head.Seq,
 		Holder: st.Lease.Holder == n.id}
 }
