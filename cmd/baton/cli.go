@@ -92,8 +92,15 @@ func (c *cli) root() *cobra.Command {
 			_ = cmd.Usage()
 			return &exitError{code: 2}
 		},
-		PersistentPreRunE: func(cmd *cobra.Command, args []string) error { return c.applyEnv(cmd) },
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if err := c.applyEnv(cmd); err != nil {
+				return err
+			}
+			return applyOutput(cmd)
+		},
 	}
+	root.PersistentFlags().StringP("output", "o", "table", "output `format`: table (for people) or json (for scripts: the same as the command's --json)")
+	noEnv(root.PersistentFlags(), "output") // BATON_OUTPUT would reach `run`, which has no JSON
 	root.SetVersionTemplate("baton {{.Version}}\n")
 	root.SetIn(c.stdin)
 	root.SetOut(c.stdout)
@@ -264,6 +271,27 @@ func (c *cli) applyEnv(cmd *cobra.Command) error {
 		return nil
 	}
 	return c.envInto(cmd.Flags())
+}
+
+// applyOutput maps -o json to the command's --json, and refuses it on a command that
+// has no JSON form (one place for the rule, rather than a second flag per command).
+func applyOutput(cmd *cobra.Command) error {
+	f := cmd.Flags().Lookup("output")
+	if f == nil {
+		return nil
+	}
+	switch f.Value.String() {
+	case "table", "text", "":
+		return nil
+	case "json":
+	default:
+		return usagef("-o %s: want table or json", f.Value.String())
+	}
+	j := cmd.Flags().Lookup("json")
+	if j == nil {
+		return usagef("-o json: `%s` has no JSON output (commands with one: status, health, members, submit, tail, watch, lease history)", cmd.CommandPath())
+	}
+	return cmd.Flags().Set("json", "true")
 }
 
 // noEnv marks flag name of fs as one BATON_<FLAG> does not set (an old name whose

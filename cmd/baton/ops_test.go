@@ -125,6 +125,16 @@ func TestOperatorsCluster(t *testing.T) {
 		}
 	}
 
+	// -o json is each command's --json; a command without one says so.
+	code, out, _ = runCLI(t, nil, "", "status", "-o", "json", "--data", devs[holder].data)
+	var js node.State
+	if code != 0 || json.Unmarshal([]byte(out), &js) != nil || js.ID != hst.ID {
+		t.Errorf("status -o json: %d\n%s", code, out)
+	}
+	if code, _, errs := runCLI(t, nil, "", "lease", "release", "-o", "json", "--data", devs[other].data); code != 2 || !strings.Contains(errs, "has no JSON output") {
+		t.Errorf("-o json on a command without JSON: %d %q", code, errs)
+	}
+
 	// health --cluster: every member asked through one device, all healthy, exit 0.
 	if err := wait.For(20*time.Second, "health --cluster to say all three are healthy", func() bool {
 		code, out, _ = runCLI(t, nil, "", "health", "--cluster", "--data", devs[other].data)
