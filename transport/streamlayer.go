@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -231,7 +232,16 @@ func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	s, err := l.h.newStream(ctx, p, l.proto)
+	stop := context.AfterFunc(l.h.ctx, cancel)
+	defer stop()
+	go func() { // the layer closing ends a dial that waits
+		select {
+		case <-l.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	s, err := l.dialPatiently(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("raft dial %s: %w", p, err)
 	}
@@ -241,6 +251,37 @@ func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	}
 	return c, nil
 }
+
+// dialPatiently opens a Raft stream to p, trying again until ctx ends (Raft's RPC
+// timeout) rather than failing at the first refused or dead dial. hashicorp/raft
+// sleeps before every retry after a failed AppendEntries, doubling up to 10.24 s, and
+// only a success resets that: a peer away for a while (a laptop between networks,
+// a partition) came back to a leader that waited up to the cap, plus a dial, before it
+// tried again (TestFollowerBackFollowsAtOnce: 8.5 s; 28-34 s behind NATs). Waiting
+// here instead, an attempt fails at most once per RPC timeout, and one made while the
+// peer comes back gets it within a short attempt. Each attempt's own bound starts at
+// one second and doubles (a relayed or hole-punched dial may take longer); an attempt
+// sees a connection the peer opened meanwhile (Connectedness, in newStream).
+func (l *streamLayer) dialPatiently(ctx context.Context, p peer.ID) (network.Stream, error) {
+	bound := time.Second
+	for {
+		actx, cancel := context.WithTimeout(ctx, bound)
+		s, err := l.h.newStream(actx, p, l.proto)
+		cancel()
+		if err == nil || ctx.Err() != nil || errors.Is(err, ErrClosed) {
+			return s, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(dialRetryPause):
+		}
+		bound *= 2
+	}
+}
+
+// dialRetryPause is the pause between a Raft dial's attempts (dialPatiently).
+const dialRetryPause = 100 * time.Millisecond
 
 // newStream opens a stream to p, bypassing libp2p's dial backoff (callers have their
 // own retry policy) and mapping dial failures to ErrHandshake/ErrUnreachable.
