@@ -616,6 +616,9 @@ func (b *builder) pkg(t target, bin, format string) error {
 	}
 	if format == "deb" {
 		info.Depends = []string{"passwd"} // useradd, for the postinstall
+	} else {
+		// A .deb's description opens with its synopsis; an .rpm has the Summary for that.
+		_, info.Description, _ = strings.Cut(pkgDescription, "\n")
 	}
 	info = nfpm.WithDefaults(info)
 	if err := nfpm.PrepareForPackager(info, format); err != nil {
