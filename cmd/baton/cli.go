@@ -410,23 +410,29 @@ type buildInfo struct {
 // without VCS stamping (go build -buildvcs=false, or a source tarball).
 var revision string
 
+// releaseVersion is set at link time by the release build (tools/release:
+// -ldflags "-X main.releaseVersion=v1.2.3"): a binary built in the module's own
+// checkout otherwise has the module version (devel), or a pseudo-version.
+var releaseVersion string
+
 func readBuildInfo() buildInfo {
 	out := buildInfo{Version: "(devel)", Revision: revision}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return out
-	}
-	out.GoVersion = bi.GoVersion
-	if v := bi.Main.Version; v != "" {
-		out.Version = v
-	}
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			out.Revision = s.Value
-		case "vcs.modified":
-			out.Modified = s.Value == "true"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		out.GoVersion = bi.GoVersion
+		if v := bi.Main.Version; v != "" {
+			out.Version = v
 		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				out.Revision = s.Value
+			case "vcs.modified":
+				out.Modified = s.Value == "true"
+			}
+		}
+	}
+	if releaseVersion != "" {
+		out.Version = releaseVersion
 	}
 	if len(out.Revision) > 12 {
 		out.Revision = out.Revision[:12]
@@ -454,10 +460,11 @@ func (c *cli) versionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "print the version (module version, VCS revision, Go version)",
-		Long: `Prints the version of this binary: the module version (or (devel) when built from a
-checkout), the VCS revision it was built from when the build stamped it (go build does
-in a git checkout; -buildvcs=false or GOFLAGS=-buildvcs=false turns it off), and the
-Go version.`,
+		Long: `Prints the version of this binary: the module version (the release's, like v1.2.3, in
+a release archive or package; (devel) when built from a checkout), the VCS revision it
+was built from when the build stamped it (go build does in a git checkout;
+-buildvcs=false or GOFLAGS=-buildvcs=false turns it off; a release build names it), and
+the Go version.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fmt.Fprintln(c.stdout, "baton", version())
