@@ -90,6 +90,8 @@ type streamLayer struct {
 	mu      sync.Mutex
 	conns   map[*streamConn]struct{} // open streams, both directions
 	aborted bool                     // abort ran: no new streams
+	// aborting is closed by abort: a dial that waits for its peer ends (Dial).
+	aborting chan struct{}
 }
 
 var _ raft.StreamLayer = (*streamLayer)(nil)
@@ -102,7 +104,7 @@ var _ raft.StreamLayer = (*streamLayer)(nil)
 const streamCloseTimeout = time.Second
 
 func newStreamLayer(h *Host, proto protocol.ID) *streamLayer {
-	l := &streamLayer{h: h, proto: proto, incoming: make(chan network.Stream), done: make(chan struct{}),
+	l := &streamLayer{h: h, proto: proto, incoming: make(chan network.Stream), done: make(chan struct{}), aborting: make(chan struct{}),
 		conns: map[*streamConn]struct{}{}}
 	h.h.SetStreamHandler(proto, l.handle)
 	return l
@@ -167,6 +169,9 @@ func (l *streamLayer) untrack(c *streamConn) {
 // not block.
 func (l *streamLayer) abort() {
 	l.mu.Lock()
+	if !l.aborted {
+		close(l.aborting)
+	}
 	l.aborted = true
 	conns := make([]*streamConn, 0, len(l.conns))
 	for c := range l.conns {
@@ -234,8 +239,10 @@ func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	defer cancel()
 	stop := context.AfterFunc(l.h.ctx, cancel)
 	defer stop()
-	go func() { // the layer closing ends a dial that waits
+	go func() { // Raft shutting down (abort) or the layer closing ends a dial that waits
 		select {
+		case <-l.aborting:
+			cancel()
 		case <-l.done:
 			cancel()
 		case <-ctx.Done():
