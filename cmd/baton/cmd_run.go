@@ -85,6 +85,8 @@ type runFlags struct {
 	nonvoter     *bool
 	markFile     *string
 	name         *string
+	crawl        *string
+	publicHost   *string
 	apiTLSCert   *string
 	apiTLSKey    *string
 	raftTimeout  *time.Duration
@@ -103,6 +105,8 @@ func addRunFlags(fs *pflag.FlagSet, join bool) *runFlags {
 		apiTLSCert:   fs.String("api-tls-cert", "", "serve the TCP API over HTTPS with this PEM certificate (chain) `file` (needed when --api-addr is not loopback; reread when it changes)"),
 		apiTLSKey:    fs.String("api-tls-key", "", "the PEM private key `file` of --api-tls-cert"),
 		xrpcAddr:     fs.String("xrpc-addr", "", "atproto chains: serve the repository's read-only XRPC methods publicly (no token, nothing else) on this TCP `host:port`"),
+		crawl:        fs.String("crawl", "", "with --xrpc-addr: relays to tell about the repository, comma-separated base `URLs` (https://relay.example); asked to crawl at start and again while one reports the host offline (needs --public-host)"),
+		publicHost:   fs.String("public-host", "", "the `name` relays crawl this repository at (its DID document's PDS host, pds.example.com: no scheme, no port; TLS in front)"),
 		metricsAddr:  fs.String("metrics-addr", "", "serve only GET /metrics and /healthz on this TCP `host:port` (for Prometheus)"),
 		pprofAddr:    fs.String("pprof-addr", "", "serve Go's profiles (/debug/pprof/) on this loopback `host:port` (debugging; unauthenticated)"),
 		ttl:          fs.Duration("ttl", node.DefaultNodeTTL, "lease TTL of this device's claims (at most 1/16 of the chain's dedupe retention: 90m at the default 24h)"),
@@ -307,6 +311,18 @@ func (c *cli) runNode(ctx context.Context, f *runFlags, inv *device.Invite) (err
 		if err := (&api.Config{XRPCAddr: *f.xrpcAddr}).Validate(); err != nil {
 			return usagef("--xrpc-addr: %v", api.Message(err))
 		}
+	}
+	if *f.crawl != "" || *f.publicHost != "" {
+		switch {
+		case *f.xrpcAddr == "":
+			return usagef("--crawl and --public-host go with --xrpc-addr (the repository relays crawl)")
+		case *f.crawl == "" || *f.publicHost == "":
+			return usagef("--crawl and --public-host go together")
+		}
+		if err := api.ValidateCrawl(splitList(*f.crawl), *f.publicHost); err != nil {
+			return usagef("--crawl: %v", api.Message(err))
+		}
+		acfg.Crawl = &api.CrawlConfig{Relays: splitList(*f.crawl), Hostname: *f.publicHost}
 	}
 	s, err := c.prepare(f, inv)
 	if err != nil {

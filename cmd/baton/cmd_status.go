@@ -45,6 +45,9 @@ func (c *cli) statusCmd() *cobra.Command {
 			return printJSON(c.stdout, st)
 		}
 		printStatus(c.stdout, st, repoLine(cctx, cl, st.Chain))
+		if rs, err := cl.Relays(cctx); err == nil {
+			printRelays(c.stdout, rs)
+		}
 		return nil
 	}
 	return cmd
@@ -91,6 +94,31 @@ func repoLine(ctx context.Context, cl *api.Client, chainDID string) string {
 		return "no commit yet"
 	}
 	return out.Repos[0].DID + " at rev " + out.Repos[0].Rev
+}
+
+// printRelays prints each relay's view of the repository's host (run --crawl).
+func printRelays(w io.Writer, rs []api.RelayView) {
+	if len(rs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "relays: %d (asked to crawl this repository)\n", len(rs))
+	for _, r := range rs {
+		view := cmp.Or(r.Status, "not asked yet")
+		if r.Status != "" && r.Seq > 0 {
+			view += fmt.Sprintf(", seq %d", r.Seq)
+		}
+		if !r.Asked.IsZero() {
+			view += ", asked " + ago(time.Since(r.Asked)) + " ago"
+		}
+		view += fmt.Sprintf("; %d crawl requests", r.Requests)
+		if !r.Requested.IsZero() {
+			view += ", the last " + ago(time.Since(r.Requested)) + " ago"
+		}
+		if r.Err != "" {
+			view += "; error: " + oneLine(cleanText(r.Err))
+		}
+		fmt.Fprintf(w, "  %s  %s\n", r.Relay, view)
+	}
 }
 
 // printStatus prints st; repo, when not "", is the atproto repository's line.

@@ -2,8 +2,10 @@ package main
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +16,29 @@ import (
 // TestRunXRPCAddr: `run --xrpc-addr` on an atproto chain serves the repository's
 // XRPC methods without a token and nothing of the API; on a chain in baton's own
 // format it is refused (exit 2) before the node starts.
+// fakeRelay counts requestCrawl as a relay would receive it (the real relay runs in
+// testnet; signer/api's tests follow its status).
+type fakeRelay struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (f *fakeRelay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r.URL.Path == "/xrpc/com.atproto.sync.requestCrawl" && r.Method == http.MethodPost {
+		f.n++
+		return
+	}
+	http.NotFound(w, r)
+}
+
+func (f *fakeRelay) crawls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n
+}
+
 func TestRunXRPCAddr(t *testing.T) {
 	baton := mustInit(t)
 	code, _, errs := runCLI(t, nil, "", "run", "--data", baton, "--listen", "/ip4/127.0.0.1/tcp/0", "--xrpc-addr", "127.0.0.1:0")
@@ -29,9 +54,32 @@ func TestRunXRPCAddr(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--crawl", "https://relay.example"}, "--crawl and --public-host go with --xrpc-addr"},
+		{[]string{"--xrpc-addr", "127.0.0.1:0", "--crawl", "https://relay.example"}, "go together"},
+		{[]string{"--xrpc-addr", "127.0.0.1:0", "--crawl", "relay.example", "--public-host", "pds.example.com"}, "base URL"},
+		{[]string{"--xrpc-addr", "127.0.0.1:0", "--crawl", "https://relay.example", "--public-host", "pds.example.com:2583"}, "no port"},
+	} {
+		code, _, errs := runCLI(t, nil, "", append([]string{"run", "--data", data, "--listen", "/ip4/127.0.0.1/tcp/0"}, tc.args...)...)
+		if code != 2 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: %d %q, want %q", tc.args, code, errs, tc.want)
+		}
+	}
+	// A relay (a fake answering as indigo's does) is told at start; status shows its view.
+	relay := &fakeRelay{}
+	rsrv := httptest.NewServer(relay)
+	defer rsrv.Close()
 	xaddr := freeAddr(t)
 	_, stderr, stop := runInProcess(t, "run", "--data", data, "--listen", "/ip4/127.0.0.1/tcp/0", "--xrpc-addr", xaddr,
+		"--crawl", rsrv.URL, "--public-host", "pds.example.com",
 		"--ttl", "1s", "--tick", "100ms", "--raft-timeout", "300ms", "--log-level", "error")
+	testutil.WaitFor(t, 20*time.Second, "the relay asked to crawl, and status showing it", func() bool {
+		code, out, _ := runCLI(t, nil, "", "status", "--data", data)
+		return relay.crawls() == 1 && code == 0 && strings.Contains(out, "relays: 1") && strings.Contains(out, rsrv.URL) && strings.Contains(out, "1 crawl requests")
+	})
 	base := "http://" + xaddr
 	// No commit yet: the repository is not found, in XRPC's words, without a token.
 	testutil.WaitFor(t, 20*time.Second, "the public listener answers", func() bool {

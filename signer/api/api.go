@@ -150,6 +150,9 @@ type Config struct {
 	// xrpc_stream.go). Optional, default MaxConns/4 (at least 1); on the socket, whose
 	// streams keep their connection slots, at most MaxConns-1 (when MaxConns > 1).
 	MaxStreams int
+	// Crawl, with XRPCAddr, tells relays to crawl the repository and keeps telling them
+	// (crawl.go); its Logger defaults to Logger. Optional.
+	Crawl *CrawlConfig
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 
@@ -171,6 +174,14 @@ func loopbackHost(host string) bool {
 func (c *Config) Validate() error {
 	if c.Socket == "" && c.Addr == "" && c.XRPCAddr == "" {
 		return fmt.Errorf("%w: api: neither a socket nor a TCP address", node.ErrBadConfig)
+	}
+	if c.Crawl != nil {
+		if c.XRPCAddr == "" {
+			return fmt.Errorf("%w: relays to tell (crawl) but no public xrpc address to crawl", node.ErrBadConfig)
+		}
+		if err := ValidateCrawl(c.Crawl.Relays, c.Crawl.Hostname); err != nil {
+			return err
+		}
 	}
 	if c.XRPCAddr != "" {
 		if _, _, err := net.SplitHostPort(c.XRPCAddr); err != nil {
@@ -230,6 +241,7 @@ type Server struct {
 	sock    string
 	tcp     string // the TCP listener's address, if any
 	xrpc    string // the public XRPC listener's address, if any
+	crawl   *Crawler
 	pub     *http.ServeMux
 	wg      sync.WaitGroup
 
@@ -310,6 +322,18 @@ func Start(n *node.Node, cfg Config) (*Server, error) {
 		}
 		*l.bound = ln.Addr().String()
 		a.serve(ln, l.kind)
+	}
+	if cfg.Crawl != nil {
+		cc := *cfg.Crawl
+		if cc.Logger == nil {
+			cc.Logger = cfg.Logger
+		}
+		crawl, err := StartCrawler(cc) // once the repository is served
+		if err != nil {
+			a.Close(nil)
+			return nil, err
+		}
+		a.crawl = crawl
 	}
 	return a, nil
 }
@@ -465,6 +489,9 @@ func (a *Server) Close(ctx context.Context) {
 		return
 	}
 	a.cancel()
+	if a.crawl != nil {
+		a.crawl.Close()
+	}
 	a.mu.Lock()
 	servers := a.servers
 	a.servers = nil

@@ -40,6 +40,24 @@ func (a *Server) routeOps() {
 	a.routeQ("/v1/lease/watch", handlers{http.MethodGet: a.getLeaseWatch}, true)
 	a.routeQ("/v1/lease/campaign", handlers{http.MethodPost: a.postCampaign}, true)
 	a.route("/v1/health/cluster", handlers{http.MethodGet: a.getClusterHealth})
+	a.route("/v1/relays", handlers{http.MethodGet: a.getRelays})
+}
+
+// getRelays answers each relay's view of this host ({"relays": []} when none is told:
+// baton run --crawl).
+func (a *Server) getRelays(w http.ResponseWriter, r *http.Request) {
+	views := []RelayView{}
+	if a.crawl != nil {
+		views = a.crawl.Views()
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"host": a.crawlHost(), "relays": views})
+}
+
+func (a *Server) crawlHost() string {
+	if a.cfg.Crawl == nil {
+		return ""
+	}
+	return a.cfg.Crawl.Hostname
 }
 
 // ClusterHealthWait bounds how long GET /v1/health/cluster waits for the members'

@@ -350,6 +350,16 @@ func (c *Client) ClusterHealth(ctx context.Context) (ClusterHealth, error) {
 	return h, err
 }
 
+// Relays returns the relays this device tells to crawl it and their view of it (GET
+// /v1/relays).
+func (c *Client) Relays(ctx context.Context) ([]RelayView, error) {
+	var out struct {
+		Relays []RelayView `json:"relays"`
+	}
+	err := c.call(ctx, http.MethodGet, "/v1/relays", nil, &out)
+	return out.Relays, err
+}
+
 // Metrics returns the Prometheus text exposition (GET /metrics).
 func (c *Client) Metrics(ctx context.Context) (string, error) {
 	resp, err := c.do(ctx, http.MethodGet, "/metrics", nil)
