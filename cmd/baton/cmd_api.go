@@ -353,40 +353,19 @@ func (c *cli) membersCmd() *cobra.Command {
 	cmd.Flags().AddFlagSet(list.Flags())
 	cmd.RunE = runList
 
-	remove := &cobra.Command{Use: "remove ID", Short: "remove another member from the cluster",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usagef("want exactly one member ID, got %d", len(args))
+	remove := c.memberOp("remove ID", "remove another member from the cluster",
+		func(ctx context.Context, cl *api.Client, st node.State, id string) (string, error) {
+			if id == st.ID {
+				return "", usagef("%s is this device: use `baton leave` (it also stops the node)", shortPeer(id))
 			}
-			return nil
-		}}
-	rf := c.addAPIFlags(remove.Flags(), 20*time.Second, "waiting for the cluster")
-	remove.RunE = func(cmd *cobra.Command, args []string) error {
-		cl, st, cctx, done, err := rf.state(cmd.Context())
-		if err != nil {
-			return err
-		}
-		defer done()
-		id, err := resolvePeer(st, args[0], "ID")
-		if err != nil {
-			return err
-		}
-		if id == st.ID {
-			return usagef("%s is this device: use `baton leave` (it also stops the node)", shortPeer(id))
-		}
-		if err := cl.RemoveMember(cctx, id); err != nil {
-			return rf.apiErr(err)
-		}
-		fmt.Fprintf(c.stdout, "removed %s (%s) from the cluster\n", shortPeer(id), id)
-		return nil
-	}
-	remove.ValidArgsFunction = c.completePeers(rf)
+			return "removed %s (%s) from the cluster\n", cl.RemoveMember(ctx, id)
+		})
 	promote := c.memberOp("promote ID", "make a non-voter a voter (it then counts for the quorum)",
-		func(ctx context.Context, cl *api.Client, id string) (string, error) {
+		func(ctx context.Context, cl *api.Client, _ node.State, id string) (string, error) {
 			return "promoted %s (%s) to voter\n", cl.Promote(ctx, id)
 		})
 	lead := c.memberOp("move-leader ID", "hand Raft leadership to a voter (the lease holder is another matter: `baton lease transfer`)",
-		func(ctx context.Context, cl *api.Client, id string) (string, error) {
+		func(ctx context.Context, cl *api.Client, _ node.State, id string) (string, error) {
 			return "Raft leadership moved to %s (%s)\n", cl.MoveLeader(ctx, id)
 		})
 	cmd.AddCommand(list, remove, promote, lead)
@@ -395,7 +374,7 @@ func (c *cli) membersCmd() *cobra.Command {
 
 // memberOp is a members subcommand that takes one member (ID, or a unique prefix or
 // suffix) and calls op on it; op returns the success line's format (short ID, ID).
-func (c *cli) memberOp(use, short string, op func(context.Context, *api.Client, string) (string, error)) *cobra.Command {
+func (c *cli) memberOp(use, short string, op func(context.Context, *api.Client, node.State, string) (string, error)) *cobra.Command {
 	cmd := &cobra.Command{Use: use, Short: short,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
@@ -414,7 +393,11 @@ func (c *cli) memberOp(use, short string, op func(context.Context, *api.Client, 
 		if err != nil {
 			return err
 		}
-		line, err := op(cctx, cl, id)
+		line, err := op(cctx, cl, st, id)
+		var ue *usageError
+		if errors.As(err, &ue) {
+			return err
+		}
 		if err != nil {
 			return f.apiErr(err)
 		}

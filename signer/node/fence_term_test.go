@@ -11,6 +11,20 @@ import (
 	"github.com/batonhq/baton/intentlog"
 )
 
+// testFence is device n0's fence over a new data dir, with its config.
+func testFence(t *testing.T) (Config, *fence) {
+	t.Helper()
+	cfg := Config{DataDir: filepath.Join(t.TempDir(), "d")}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f, err := newFence(cfg, "n0", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, f
+}
+
 // TestTermRaftNeverStoredDoesNotFence: the mark keeps the terms Raft stored, not the
 // terms of messages that reached the transport. The simulator's seed 300229 (mixed
 // profile): a device removed from the configuration (its Raft stops) still received
@@ -20,15 +34,8 @@ import (
 // member down no leader could be elected (liveness lost for good). A data dir
 // really behind what Raft stored is still fenced.
 func TestTermRaftNeverStoredDoesNotFence(t *testing.T) {
-	cfg := Config{DataDir: filepath.Join(t.TempDir(), "d")}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	cfg, f := testFence(t)
 	logger := slog.New(slog.DiscardHandler)
-	f, err := newFence(cfg, "n0", logger)
-	if err != nil {
-		t.Fatal(err)
-	}
 	f.sawTerm(3) // Raft stores term 3 (intentlog.Config.OnTerm)
 	// Messages of term 7 reach the transport of a Raft that has stopped: it never
 	// stores their term.
@@ -66,14 +73,7 @@ func TestTermRaftNeverStoredDoesNotFence(t *testing.T) {
 // a term above it; an armed fence still answers below the request (a device that is
 // catching up must not move anyone's term).
 func TestFloorRefusalMovesPreVoteCandidateOn(t *testing.T) {
-	cfg := Config{DataDir: filepath.Join(t.TempDir(), "d")}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	f, err := newFence(cfg, "n0", slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, f := testFence(t)
 	f.floor.Store(3)
 	preVote := func(term uint64) *raft.RequestPreVoteResponse {
 		t.Helper()
@@ -101,14 +101,7 @@ func TestFloorRefusalMovesPreVoteCandidateOn(t *testing.T) {
 // a second signature for a seq the others have. The pending fence guards the claim
 // and the signature (Health) as an armed one does, not only the votes.
 func TestPendingStartGuardsTheActs(t *testing.T) {
-	cfg := Config{DataDir: filepath.Join(t.TempDir(), "d")}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	f, err := newFence(cfg, "n0", slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, f := testFence(t)
 	f.decide(cfg.DataDir, intentlog.StartState{LastIndex: 10, Term: 3, Voters: []raft.ServerID{"n0", "n1", "n2"}})
 	if !f.pending.Load() {
 		t.Fatal("a start that knows two other voters did not ask them (not pending)")
