@@ -217,6 +217,8 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	}
 	h.Network().Notify(&network.NotifyBundle{DisconnectedF: func(_ network.Network, c network.Conn) {
 		hst.forgetReservation(c.RemotePeer(), c)
+	}, ConnectedF: func(_ network.Network, c network.Conn) {
+		hst.closeMovedConns(c) // moved.go
 	}})
 	h.SetStreamHandler(RelayWindowProtocol, hst.handleRelayWindow)
 	// The ping protocol answers reach.go's probes (to peers the gater admits).
