@@ -113,6 +113,10 @@ func TestRaftLogger(t *testing.T) {
 	l.Error("failed to decode incoming command", "error", io.EOF)
 	l.Error("failed to flush response", "error", timeoutErr{}) // a stopping peer's stream, deadline reached (TestOperatorsCluster)
 	l.Error("failed to pipeline appendEntries", "peer", "p1", "error", io.ErrUnexpectedEOF)
+	// A peer that moved or stopped (issue 39 item 8: ERROR on devices that never moved).
+	l.Error("failed to pipeline appendEntries", "peer", "p2", "error", errors.New("stream closed"))
+	l.Error("failed to decode incoming command", "error", errors.New("connection closed (local): code: 0x0: transport error: sent go away, code: 0"))
+	l.Error("failed to decode incoming command", "error", errors.New("transport shutdown"))
 	l.Named("snapshot").With("path", "/x").Info("creating new snapshot", "took", time.Second)
 	l.Error("failed to heartbeat to", "peer", "p1", "error", io.ErrClosedPipe)
 	if l.StandardLogger(nil) == nil || l.StandardWriter(nil) == nil {

@@ -90,7 +90,21 @@ func closedStream(args []any) bool {
 		var te interface{ Timeout() bool }
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
 			errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &te) && te.Timeout()) ||
-			strings.Contains(err.Error(), "stream reset") || strings.Contains(err.Error(), "connection reset") {
+			closedText(err.Error()) {
+			return true
+		}
+	}
+	return false
+}
+
+// closedText reports the texts of a stream or connection that closed under Raft:
+// libp2p's and yamux's resets, a QUIC connection's "connection closed ... go away"
+// (a peer that moved), "stream closed", and raft's own "transport shutdown" (this
+// device stopping). Seen as ERROR on devices that never moved, on every move of
+// another (issue 39 item 8).
+func closedText(s string) bool {
+	for _, t := range []string{"stream reset", "connection reset", "stream closed", "connection closed", "transport shutdown"} {
+		if strings.Contains(s, t) {
 			return true
 		}
 	}
