@@ -89,6 +89,8 @@ type runFlags struct {
 	publicHost   *string
 	apiTLSCert   *string
 	apiTLSKey    *string
+	xrpcTLSCert  *string
+	xrpcTLSKey   *string
 	raftTimeout  *time.Duration
 	logLevel     *string
 	logFormat    *string
@@ -104,6 +106,8 @@ func addRunFlags(fs *pflag.FlagSet, join bool) *runFlags {
 		apiTokenFile: fs.String("api-token-file", "", "the TCP API's bearer token `file` (default DIR/api.token, created 0600 when missing)"),
 		apiTLSCert:   fs.String("api-tls-cert", "", "serve the TCP API over HTTPS with this PEM certificate (chain) `file` (needed when --api-addr is not loopback; reread when it changes)"),
 		apiTLSKey:    fs.String("api-tls-key", "", "the PEM private key `file` of --api-tls-cert"),
+		xrpcTLSCert:  fs.String("xrpc-tls-cert", "", "serve --xrpc-addr over HTTPS with this PEM certificate (chain) `file` for --public-host (relays crawl only TLS hosts; reread when it changes)"),
+		xrpcTLSKey:   fs.String("xrpc-tls-key", "", "the PEM private key `file` of --xrpc-tls-cert"),
 		xrpcAddr:     fs.String("xrpc-addr", "", "atproto chains: serve the repository's read-only XRPC methods publicly (no token, nothing else) on this TCP `host:port`"),
 		crawl:        fs.String("crawl", "", "with --xrpc-addr: relays to tell about the repository, comma-separated base `URLs` (https://relay.example); asked to crawl at start and again while one reports the host offline (needs --public-host)"),
 		publicHost:   fs.String("public-host", "", "the `name` relays crawl this repository at (its DID document's PDS host, pds.example.com: no scheme, no port; TLS in front)"),
@@ -301,6 +305,19 @@ func (c *cli) runNode(ctx context.Context, f *runFlags, inv *device.Invite) (err
 			return usagef("--api-tls-cert: %v", api.Message(err))
 		}
 		acfg.TLS = tc
+	}
+	if (*f.xrpcTLSCert == "") != (*f.xrpcTLSKey == "") {
+		return usagef("--xrpc-tls-cert and --xrpc-tls-key go together")
+	}
+	if *f.xrpcTLSCert != "" {
+		if *f.xrpcAddr == "" {
+			return usagef("--xrpc-tls-cert goes with --xrpc-addr")
+		}
+		tc, err := api.TLSFromFiles(*f.xrpcTLSCert, *f.xrpcTLSKey)
+		if err != nil {
+			return usagef("--xrpc-tls-cert: %v", api.Message(err))
+		}
+		acfg.XRPCTLS = tc
 	}
 	if *f.apiAddr != "" {
 		if err := (&api.Config{Socket: "x", Addr: *f.apiAddr, Token: strings.Repeat("x", api.MinTokenLen), TLS: acfg.TLS}).Validate(); err != nil {

@@ -134,6 +134,9 @@ type Config struct {
 	// Addr is not a loopback address: the bearer token would cross the network in
 	// clear.
 	TLS *tls.Config
+	// XRPCTLS, when set, makes the public XRPC listener (XRPCAddr) serve HTTPS with it:
+	// relays crawl only hosts with TLS. Optional (a TLS proxy in front does as well).
+	XRPCTLS *tls.Config
 	// XRPCAddr is an optional public, read-only TCP listen address (host:port): it
 	// serves only the read-only /xrpc/ methods of an atproto chain's repository
 	// (xrpc.go), without a token, so that a relay can crawl it; every other path is
@@ -158,6 +161,17 @@ type Config struct {
 
 	streamWrite time.Duration // a stream's write timeout (default writeSlice; tests)
 	streamLag   uint64        // DefaultStreamMaxLag (tests)
+}
+
+// listenerTLS is the TLS configuration of a listener kind (nil: plain).
+func (a *Server) listenerTLS(kind listenerKind) *tls.Config {
+	switch kind {
+	case onTCP:
+		return a.cfg.TLS
+	case onPublic:
+		return a.cfg.XRPCTLS
+	}
+	return nil
 }
 
 // loopbackHost reports whether host (of a listen address) is a loopback one:
@@ -403,8 +417,8 @@ func (a *Server) serve(ln net.Listener, kind listenerKind) {
 	} else {
 		ln = limitListener(ln, a.cfg.MaxConns)
 	}
-	if kind == onTCP && a.cfg.TLS != nil {
-		tc := a.cfg.TLS.Clone()
+	if tlsc := a.listenerTLS(kind); tlsc != nil {
+		tc := tlsc.Clone()
 		if len(tc.NextProtos) == 0 {
 			tc.NextProtos = []string{"http/1.1"}
 		}

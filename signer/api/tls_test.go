@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -134,5 +135,41 @@ func TestTCPAPIOffLoopbackNeedsTLS(t *testing.T) {
 	}
 	if got := served(); got.SerialNumber.Cmp(second.SerialNumber) != 0 {
 		t.Fatalf("after the renewal: served serial %v, want %v", got.SerialNumber, second.SerialNumber)
+	}
+}
+
+// TestXRPCOverTLS (issue 40 item 1): the public XRPC listener serves HTTPS with the
+// certificate it is given, as a relay requires ("this relay requires host SSL"), and
+// nothing in clear.
+func TestXRPCOverTLS(t *testing.T) {
+	dir := t.TempDir()
+	writeCert(t, dir, 9)
+	tc, err := TLSFromFiles(filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := startAtprotoHolder(t, Config{XRPCAddr: "127.0.0.1:0", XRPCTLS: tc})
+	b, err := os.ReadFile(filepath.Join(dir, "cert.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(b)
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Get("https://" + n.srv.XRPCAddr() + "/xrpc/com.atproto.server.describeServer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "did:web:") {
+		t.Fatalf("describeServer over https: %d %s", resp.StatusCode, body)
+	}
+	if resp, err := http.Get("http://" + n.srv.XRPCAddr() + "/xrpc/com.atproto.server.describeServer"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			t.Fatal("the public TLS listener answered plain HTTP")
+		}
 	}
 }
