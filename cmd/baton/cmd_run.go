@@ -85,6 +85,8 @@ type runFlags struct {
 	nonvoter     *bool
 	markFile     *string
 	name         *string
+	settings     *string
+	fs           *pflag.FlagSet // for a reload: which settings were given how
 	crawl        *string
 	publicHost   *string
 	apiTLSCert   *string
@@ -99,6 +101,7 @@ type runFlags struct {
 
 func addRunFlags(fs *pflag.FlagSet, join bool) *runFlags {
 	f := &runFlags{
+		fs:           fs,
 		data:         dataFlag(fs),
 		listen:       fs.String("listen", strings.Join(transport.DefaultListenAddrs, ","), "libp2p TCP listen `multiaddrs`, comma-separated"),
 		advertise:    fs.String("advertise", "", "publish only these TCP `multiaddrs` (comma-separated, e.g. a router's forwarded port /ip4/203.0.113.7/tcp/7420) in invites and to members, instead of the listen addresses"),
@@ -118,6 +121,7 @@ func addRunFlags(fs *pflag.FlagSet, join bool) *runFlags {
 		bootstrap:    fs.Bool("bootstrap", false, "bootstrap a new cluster on first start (implied for the device made with init --new-chain)"),
 		newHistory:   fs.Bool("start-second-history", false, "with --bootstrap, allow a chain key that already has a history (chain.genesis) to start another one: readers of the first see a fork"),
 		nonvoter:     fs.Bool("nonvoter", false, "join as a non-voter (a replica that does not count for quorum)"),
+		settings:     fs.String("settings", "", "the BATON_<FLAG>=value `file` a reload (SIGHUP, systemctl reload) reads again: it applies the log levels and logs the settings that take effect at the next start"),
 		name:         fs.String("name", "", "this device's human `name`, shown by the members beside its ID (status, members, logs, metrics): letters, digits, . _ - (default: the host's name)"),
 		markFile:     fs.String("mark-file", "", "the `file` outside the data dir that keeps the highest Raft term and applied index this device reached, so a restored older copy is fenced until it caught up (default DIR.mark; - for none)"),
 		joinTimeout:  fs.Duration("join-timeout", time.Minute, "how long a first start waits for the cluster to admit this device"),
@@ -274,7 +278,7 @@ func (c *cli) prepare(f *runFlags, inv *device.Invite) (*startPlan, error) {
 	s.cfg.MarkFile = *f.markFile
 	s.cfg.TTL, s.cfg.Tick = *f.ttl, *f.tick
 	s.cfg.Logger = logger
-	s.cfg.RaftLogLevel = raftLevel
+	s.cfg.RaftLogLevel = &logs.raftLevel
 	s.cfg.Name = cmp.Or(*f.name, node.DefaultName())
 	if rt := *f.raftTimeout; rt > 0 {
 		s.cfg.Raft = func(rc *raft.Config) {
@@ -284,7 +288,7 @@ func (c *cli) prepare(f *runFlags, inv *device.Invite) (*startPlan, error) {
 		}
 	}
 	logs.setSelf(s.dev.ID.String())
-	logs.raftLevel = raftLevel
+	logs.raftLevel.Set(raftLevel)
 	return s, nil
 }
 
@@ -441,7 +445,8 @@ func (c *cli) runNode(ctx context.Context, f *runFlags, inv *device.Invite) (err
 	if s.dev.Replica {
 		logger.Info("this device is a replica: it was made without the chain key (device.json) and never signs; if it should sign, stop it and put the chain key back in chain.key (from a backup or another signer)")
 	}
-	go notifyReady(ctx, n, logger) // systemd's Type=notify (sdnotify.go)
+	go notifyReady(ctx, n, logger)                            // systemd's Type=notify (sdnotify.go)
+	go reloadOnHangup(ctx, *f.settings, f.fs, s.logs, logger) // reload.go
 	go func() {
 		// Until this device first sees a leader, "no leader" warnings are expected; so
 		// are those of calls that started before it (they end within a tick).

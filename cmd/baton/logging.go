@@ -29,11 +29,13 @@ type logState struct {
 	// raftLevel is --raft-log-level: it also applies to the few Raft lines that reach
 	// the logger as flattened text ("raft: ..." from intentlog's own hclog adapter,
 	// which its snapshot store uses).
-	raftLevel slog.Level
-	self      atomic.Pointer[string] // this device's peer ID, once known
-	formed    atomic.Bool            // this device has seen a Raft leader
-	mu        sync.Mutex
-	repeats   map[string]*repeat
+	raftLevel slog.LevelVar
+	// level is --log-level (a reload may change both: reload.go).
+	level   slog.LevelVar
+	self    atomic.Pointer[string] // this device's peer ID, once known
+	formed  atomic.Bool            // this device has seen a Raft leader
+	mu      sync.Mutex
+	repeats map[string]*repeat
 }
 
 type repeat struct {
@@ -110,7 +112,7 @@ func expectedWhileForming(err error) bool {
 }
 
 func (l *logHandler) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level < l.st.raftLevel && strings.HasPrefix(r.Message, "raft: ") {
+	if r.Level < l.st.raftLevel.Level() && strings.HasPrefix(r.Message, "raft: ") {
 		return nil
 	}
 	nr := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
@@ -188,7 +190,9 @@ func newLogger(c *cli, level, format string) (*slog.Logger, *logState, error) {
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, nil, usagef("--log-level %q: want debug, info, warn or error", level)
 	}
-	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: replaceAttr}
+	st := &logState{}
+	st.level.Set(lv)
+	opts := &slog.HandlerOptions{Level: &st.level, ReplaceAttr: replaceAttr}
 	var h slog.Handler
 	switch format {
 	case "text":
@@ -198,7 +202,6 @@ func newLogger(c *cli, level, format string) (*slog.Logger, *logState, error) {
 	default:
 		return nil, nil, usagef("--log-format %q: want text or json", format)
 	}
-	st := &logState{}
 	return slog.New(newLogHandler(h, st)), st, nil
 }
 
