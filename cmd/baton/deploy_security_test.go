@@ -52,39 +52,6 @@ func TestSystemdUnitHardening(t *testing.T) {
 	}
 }
 
-// The launchd job does not restart a removed device (exit 3) every ThrottleInterval:
-// its wrapper exits 0 once removed.json is in the data dir.
-func TestLaunchdDoesNotRestartARemovedDevice(t *testing.T) {
-	plist := readRepo(t, "deploy", "launchd", "org.batonhq.baton.plist")
-	re := regexp.MustCompile(`<string>(if \[ -e "\$BATON_DATA/removed\.json" \].*?exec /usr/local/bin/baton run)</string>`)
-	m := re.FindStringSubmatch(plist)
-	if m == nil {
-		t.Fatal("the plist does not guard the start with removed.json")
-	}
-	script := strings.ReplaceAll(m[1], "&amp;", "&")
-	script = strings.ReplaceAll(script, "/usr/local/bin/baton run", "echo started")
-	data := t.TempDir()
-	run := func() (string, int) {
-		cmd := exec.Command("/bin/sh", "-c", script)
-		cmd.Env = append(os.Environ(), "BATON_DATA="+data)
-		out, err := cmd.CombinedOutput()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		}
-		return string(out), code
-	}
-	if out, code := run(); code != 0 || !strings.Contains(out, "started") {
-		t.Fatalf("a member's start: %d %q", code, out)
-	}
-	if err := os.WriteFile(filepath.Join(data, "removed.json"), []byte("{}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, code := run(); code != 0 || strings.Contains(out, "started") || !strings.Contains(out, "removed") {
-		t.Fatalf("a removed device's start: %d %q", code, out)
-	}
-}
-
 func lastLine(s string) string {
 	s = strings.TrimSpace(s)
 	return s[strings.LastIndexByte(s, '\n')+1:]
