@@ -66,9 +66,29 @@ func DefaultName() string {
 
 // names is what this device knows of the members' names.
 type names struct {
-	path string
-	mu   sync.Mutex
-	m    map[string]string // peer ID -> name
+	path  string
+	mu    sync.Mutex
+	m     map[string]string    // peer ID -> name
+	asked map[string]time.Time // when a member without a known name was last asked
+}
+
+// nameless records that member id answered without a valid name (a device without
+// one): it is asked again only once a NamesEvery, not every few seconds.
+func (ns *names) nameless(id string, now time.Time) {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if ns.asked == nil {
+		ns.asked = map[string]time.Time{}
+	}
+	ns.asked[id] = now
+}
+
+// askNow reports whether member id, whose name is unknown, is to be asked now.
+func (ns *names) askNow(id string, now time.Time) bool {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	at, ok := ns.asked[id]
+	return !ok || now.Sub(at) >= NamesEvery
 }
 
 func loadNames(dir string) *names {
@@ -169,12 +189,16 @@ func (n *Node) askNames(all bool) {
 	var wg sync.WaitGroup
 	for _, m := range ms {
 		id := string(m.ID)
-		if id == n.id || !all && n.names.get(id) != "" {
+		if id == n.id || !all && (n.names.get(id) != "" || !n.names.askNow(id, time.Now())) {
 			continue
 		}
 		wg.Go(func() {
 			b, err := n.net.Call(ctx, id, []byte{callName})
-			if err != nil || ValidName(string(b)) != nil {
+			if err != nil {
+				return // asked again in a few seconds (a member that just joined may not know this one yet)
+			}
+			if ValidName(string(b)) != nil {
+				n.names.nameless(id, time.Now())
 				return
 			}
 			if old := n.names.get(id); old != string(b) {
