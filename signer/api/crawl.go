@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -88,9 +89,12 @@ func StartCrawler(cfg CrawlConfig) (*Crawler, error) {
 	if err := ValidateCrawl(cfg.Relays, cfg.Hostname); err != nil {
 		return nil, err
 	}
-	cfg.Every = cmpOr(cfg.Every, DefaultCrawlEvery)
-	cfg.Backoff = cmpOr(cfg.Backoff, time.Minute)
-	cfg.MaxBackoff = cmpOr(cfg.MaxBackoff, 30*time.Minute)
+	if cfg.Every < 0 || cfg.Backoff < 0 || cfg.MaxBackoff < 0 {
+		return nil, fmt.Errorf("%w: crawl: a negative interval", node.ErrBadConfig)
+	}
+	cfg.Every = cmp.Or(cfg.Every, DefaultCrawlEvery)
+	cfg.Backoff = cmp.Or(cfg.Backoff, time.Minute)
+	cfg.MaxBackoff = cmp.Or(cfg.MaxBackoff, 30*time.Minute)
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: 10 * time.Second}
 	}
@@ -105,13 +109,6 @@ func StartCrawler(cfg CrawlConfig) (*Crawler, error) {
 		c.wg.Go(func() { c.tell(ctx, r) })
 	}
 	return c, nil
-}
-
-func cmpOr(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
 }
 
 // Close stops telling the relays.

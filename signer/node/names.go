@@ -3,9 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -93,11 +91,8 @@ func (ns *names) askNow(id string, now time.Time) bool {
 
 func loadNames(dir string) *names {
 	ns := &names{path: filepath.Join(dir, NamesFile), m: map[string]string{}}
-	b, err := os.ReadFile(ns.path)
-	if err == nil {
-		_ = json.Unmarshal(b, &ns.m) // a damaged file is relearned
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return ns
+	if b, err := os.ReadFile(ns.path); err == nil {
+		_ = json.Unmarshal(b, &ns.m) // a missing or damaged file is relearned from the members
 	}
 	return ns
 }
