@@ -3,10 +3,12 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/batonhq/baton/internal/wait"
+	"github.com/batonhq/baton/signer/acme"
 	"github.com/batonhq/baton/signer/api"
 	"github.com/batonhq/baton/signer/device"
 	"github.com/batonhq/baton/signer/node"
@@ -93,6 +96,11 @@ type runFlags struct {
 	apiTLSKey    *string
 	xrpcTLSCert  *string
 	xrpcTLSKey   *string
+	acme         *bool
+	acmeCA       *string
+	acmeCARoot   *string
+	acmeEmail    *string
+	acmeHTTPAddr *string
 	raftTimeout  *time.Duration
 	logLevel     *string
 	logFormat    *string
@@ -113,7 +121,12 @@ func addRunFlags(fs *pflag.FlagSet, join bool) *runFlags {
 		xrpcTLSKey:   fs.String("xrpc-tls-key", "", "the PEM private key `file` of --xrpc-tls-cert"),
 		xrpcAddr:     fs.String("xrpc-addr", "", "atproto chains: serve the repository's read-only XRPC methods publicly (no token, nothing else) on this TCP `host:port`"),
 		crawl:        fs.String("crawl", "", "with --xrpc-addr: relays to tell about the repository, comma-separated base `URLs` (https://relay.example); asked to crawl at start and again while one reports the host offline (needs --public-host)"),
-		publicHost:   fs.String("public-host", "", "the `name` relays crawl this repository at (its DID document's PDS host, pds.example.com: no scheme, no port; TLS in front)"),
+		publicHost:   fs.String("public-host", "", "the `name` relays crawl this repository at (its DID document's PDS host, pds.example.com: no scheme, no port; TLS by --acme, --xrpc-tls-cert or a proxy in front)"),
+		acme:         fs.Bool("acme", false, "serve --xrpc-addr over HTTPS with a certificate for --public-host got and renewed by ACME (Let's Encrypt unless --acme-ca); every device serving the name gets its own, and any of them answers the CA's HTTP challenge (on --acme-http-addr) for the others"),
+		acmeCA:       fs.String("acme-ca", "", "with --acme: the ACME directory `URL` (default Let's Encrypt's)"),
+		acmeCARoot:   fs.String("acme-ca-root", "", "with --acme: a PEM `file` of roots to trust, besides the system's, for --acme-ca's HTTPS (a private CA)"),
+		acmeEmail:    fs.String("acme-email", "", "with --acme: the ACME account's contact `address`"),
+		acmeHTTPAddr: fs.String("acme-http-addr", ":80", "with --acme: the `host:port` answering the CA's HTTP challenges (port 80 of the name: forward it here) and redirecting other requests to https"),
 		metricsAddr:  fs.String("metrics-addr", "", "serve only GET /metrics and /healthz on this TCP `host:port` (for Prometheus)"),
 		pprofAddr:    fs.String("pprof-addr", "", "serve Go's profiles (/debug/pprof/) on this loopback `host:port` (debugging; unauthenticated)"),
 		ttl:          fs.Duration("ttl", node.DefaultNodeTTL, "lease TTL of this device's claims (at most 1/16 of the chain's dedupe retention: 90m at the default 24h)"),
@@ -310,6 +323,10 @@ func (c *cli) runNode(ctx context.Context, f *runFlags, inv *device.Invite) (err
 		}
 		acfg.TLS = tc
 	}
+	acmeFlags, err := acmeConfig(f)
+	if err != nil {
+		return err
+	}
 	if (*f.xrpcTLSCert == "") != (*f.xrpcTLSKey == "") {
 		return usagef("--xrpc-tls-cert and --xrpc-tls-key go together")
 	}
@@ -337,13 +354,17 @@ func (c *cli) runNode(ctx context.Context, f *runFlags, inv *device.Invite) (err
 		switch {
 		case *f.xrpcAddr == "":
 			return usagef("--crawl and --public-host go with --xrpc-addr (the repository relays crawl)")
-		case *f.crawl == "" || *f.publicHost == "":
+		case *f.publicHost == "":
 			return usagef("--crawl and --public-host go together")
+		case *f.crawl == "" && !*f.acme:
+			return usagef("--crawl and --public-host go together (or --public-host with --acme)")
 		}
-		if err := api.ValidateCrawl(splitList(*f.crawl), *f.publicHost); err != nil {
-			return usagef("--crawl: %v", api.Message(err))
+		if *f.crawl != "" {
+			if err := api.ValidateCrawl(splitList(*f.crawl), *f.publicHost); err != nil {
+				return usagef("--crawl: %v", api.Message(err))
+			}
+			acfg.Crawl = &api.CrawlConfig{Relays: splitList(*f.crawl), Hostname: *f.publicHost}
 		}
-		acfg.Crawl = &api.CrawlConfig{Relays: splitList(*f.crawl), Hostname: *f.publicHost}
 	}
 	s, err := c.prepare(f, inv)
 	if err != nil {
@@ -387,6 +408,22 @@ func (c *cli) runNode(ctx context.Context, f *runFlags, inv *device.Invite) (err
 		return err
 	}
 	defer unlock()
+	if acmeFlags != nil {
+		// After the lock (one process per data dir orders its certificate), before
+		// the node: a port already taken fails the start at once.
+		acmeFlags.AccountSeed = cfg.PSK[:]
+		acmeFlags.Dir = filepath.Join(cfg.DataDir, acmeDir)
+		acmeFlags.Logger = logger
+		m, err := acme.Start(*acmeFlags)
+		if err != nil {
+			unlock()
+			undo()
+			return fmt.Errorf("--acme: %w", err)
+		}
+		defer m.Close()
+		acfg.XRPCTLS = m.TLSConfig()
+		logger.Info("getting the public listener's certificate by ACME", "host", acmeFlags.Host, "ca", cmp.Or(acmeFlags.CA, acme.LetsEncrypt), "challenges", m.HTTPAddr())
+	}
 	startCtx := ctx
 	if cfg.Join != nil {
 		var cancel context.CancelFunc
@@ -539,4 +576,52 @@ func decodeToken(s string) ([]byte, error) {
 		return nil, errors.New("not base64url or hex")
 	}
 	return b, nil
+}
+
+// acmeDir, in the data dir, keeps the ACME account and the certificates.
+const acmeDir = "acme"
+
+// acmeConfig checks the --acme flags: nil without --acme. The seed, directory and
+// logger are the caller's.
+func acmeConfig(f *runFlags) (*acme.Config, error) {
+	if !*f.acme {
+		for _, name := range []string{"acme-ca", "acme-ca-root", "acme-email", "acme-http-addr"} {
+			if f.fs.Changed(name) {
+				return nil, usagef("--%s goes with --acme", name)
+			}
+		}
+		return nil, nil
+	}
+	switch {
+	case *f.xrpcAddr == "" || *f.publicHost == "":
+		return nil, usagef("--acme goes with --xrpc-addr and --public-host (the name to get a certificate for)")
+	case *f.xrpcTLSCert != "":
+		return nil, usagef("--acme and --xrpc-tls-cert are two sources of one certificate: give one")
+	}
+	c := &acme.Config{Host: *f.publicHost, CA: *f.acmeCA, Email: *f.acmeEmail, HTTPAddr: *f.acmeHTTPAddr}
+	if c.CA != "" {
+		if u, err := url.Parse(c.CA); err != nil || u.Scheme != "https" || u.Host == "" {
+			return nil, usagef("--acme-ca %q: not an https:// ACME directory URL", c.CA)
+		}
+	}
+	if *f.acmeCARoot != "" {
+		b, err := os.ReadFile(*f.acmeCARoot)
+		if err != nil {
+			return nil, usagef("--acme-ca-root: %v", err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(b) {
+			return nil, usagef("--acme-ca-root %s: no PEM certificate in it", *f.acmeCARoot)
+		}
+		c.Roots = pool
+	}
+	probe := *c
+	probe.AccountSeed, probe.Dir = make([]byte, 32), "x" // the caller's, checked here for their shape only
+	if err := probe.Validate(); err != nil {
+		return nil, usagef("--acme: %v", err)
+	}
+	return c, nil
 }

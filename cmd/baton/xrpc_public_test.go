@@ -1,8 +1,12 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -93,5 +97,72 @@ func TestRunXRPCAddr(t *testing.T) {
 	}
 	if code := stop(); code != 0 {
 		t.Fatalf("run after Ctrl-C: exit %d\n%s", code, stderr.String())
+	}
+}
+
+// TestRunACME: `run --acme` gets the public listener's certificate from an ACME CA
+// (pebble, in process) for --public-host, answering the CA's HTTP challenge on
+// --acme-http-addr, and serves the repository over HTTPS with it; the flags that
+// cannot go together are refused before anything starts.
+func TestRunACME(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "a1")
+	if code, _, errs := runCLI(t, nil, "", "init", "--data", data, "--new-chain", "--format", "atproto"); code != 0 {
+		t.Fatal(errs)
+	}
+	d, err := device.Open(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testutil.StartPebble(t, testutil.StablePort(t))
+	root := filepath.Join(t.TempDir(), "pebble.pem")
+	if err := os.WriteFile(root, p.RootsPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--acme"}, "--acme goes with --xrpc-addr and --public-host"},
+		{[]string{"--xrpc-addr", "127.0.0.1:0", "--acme"}, "--acme goes with --xrpc-addr and --public-host"},
+		{[]string{"--xrpc-addr", "127.0.0.1:0", "--public-host", "localhost"}, "--public-host with --acme"},
+		{[]string{"--acme-ca", p.Directory}, "--acme-ca goes with --acme"},
+		{[]string{"--xrpc-addr", "127.0.0.1:0", "--public-host", "localhost", "--acme", "--acme-ca", "http://ca.example/dir"}, "not an https://"},
+		{[]string{"--xrpc-addr", "127.0.0.1:0", "--public-host", "localhost", "--acme", "--acme-ca-root", data}, "--acme-ca-root"},
+		{[]string{"--xrpc-addr", "127.0.0.1:0", "--public-host", "localhost", "--acme", "--acme-http-addr", "80"}, "challenge listen address"},
+		{[]string{"--xrpc-addr", "127.0.0.1:0", "--public-host", "localhost", "--acme", "--xrpc-tls-cert", root, "--xrpc-tls-key", root}, "two sources of one certificate"},
+	} {
+		code, _, errs := runCLI(t, nil, "", append([]string{"run", "--data", data, "--listen", "/ip4/127.0.0.1/tcp/0"}, tc.args...)...)
+		if code != 2 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: %d %q, want %q", tc.args, code, errs, tc.want)
+		}
+	}
+
+	xaddr := freeAddr(t)
+	_, stderr, stop := runInProcess(t, "run", "--data", data, "--listen", "/ip4/127.0.0.1/tcp/0", "--xrpc-addr", xaddr,
+		"--public-host", "localhost", "--acme", "--acme-ca", p.Directory, "--acme-ca-root", root,
+		"--acme-http-addr", fmt.Sprintf("127.0.0.1:%d", p.HTTPPort),
+		"--ttl", "1s", "--tick", "100ms", "--raft-timeout", "300ms")
+	roots := x509.NewCertPool()
+	roots.AddCert(p.Issuer)
+	cl := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: "localhost"}}}
+	var last string
+	testutil.WaitFor(t, 60*time.Second, "the repository over HTTPS under the CA's certificate for localhost", func() bool {
+		resp, err := cl.Get("https://" + xaddr + "/xrpc/com.atproto.sync.getLatestCommit?did=" + d.Chain)
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		defer resp.Body.Close()
+		last = resp.Status
+		return resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusBadRequest // RepoNotFound before the first commit
+	})
+	if code := stop(); code != 0 {
+		t.Fatalf("run after Ctrl-C: exit %d (last answer %s)\n%s", code, last, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "certificate obtained") {
+		t.Errorf("no log line says the certificate was obtained:\n%s", stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(data, acmeDir)); err != nil {
+		t.Errorf("the certificate is not kept in the data dir: %v", err)
 	}
 }

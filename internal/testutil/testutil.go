@@ -147,6 +147,14 @@ func CopyTree(t testing.TB, from, to string) {
 // repair tests under load, 2026-12-07).
 func StableListenAddr(tb testing.TB) string {
 	tb.Helper()
+	return fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", StablePort(tb))
+}
+
+// StablePort is StableListenAddr's port: free on 127.0.0.1 when asked, below the
+// ephemeral range, for a listener whose port another party must know before it
+// starts (the ACME test's CA dials the challenge port it was given).
+func StablePort(tb testing.TB) int {
+	tb.Helper()
 	start := 20000 + mrand.IntN(12000)
 	for i := range 12000 {
 		p := 20000 + (start-20000+i)%12000
@@ -155,8 +163,8 @@ func StableListenAddr(tb testing.TB) string {
 			continue
 		}
 		_ = ln.Close()
-		return fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", p)
+		return p
 	}
 	tb.Fatal("no free port in 20000-31999")
-	return ""
+	return 0
 }

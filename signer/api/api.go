@@ -272,6 +272,10 @@ const (
 	onPublic              // the public read-only XRPC listener (Config.XRPCAddr)
 )
 
+func (k listenerKind) String() string {
+	return [...]string{onSocket: "socket", onTCP: "tcp", onPublic: "public"}[k]
+}
+
 type listenerKey struct{}
 
 // CheckXRPCChain refuses a public XRPC listener (Config.XRPCAddr) for the chain
@@ -411,7 +415,10 @@ func (a *Server) serve(ln net.Listener, kind listenerKind) {
 	base := context.WithValue(a.base, listenerKey{}, kind)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: ReadHeaderTimeout, ReadTimeout: ReadTimeout,
 		WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout, MaxHeaderBytes: MaxHeaderBytes,
-		BaseContext: func(net.Listener) context.Context { return base }}
+		BaseContext: func(net.Listener) context.Context { return base },
+		// Failed TLS handshakes and the like: scanners on a public listener, or a
+		// certificate not obtained yet (--acme); in baton's log, at debug.
+		ErrorLog: slog.NewLogLogger(a.log.With("listener", kind.String()).Handler(), slog.LevelDebug)}
 	if g != nil {
 		ln = a.guardTCP(g, srv, ln) // conns.go: limits that token-less peers cannot exhaust
 	} else {
