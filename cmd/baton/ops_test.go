@@ -247,6 +247,18 @@ func TestOperatorsCluster(t *testing.T) {
 	}); err != nil {
 		t.Errorf("members after the removal: %d\n%s", code, out)
 	}
+	// The members' logs name the removed device as status does (issue 39 item 6).
+	named := regexp.MustCompile(`msg="member removed" [^\n]*peer="dev-\d \(\S{8}\)"`)
+	if err := wait.For(10*time.Second, "a log line naming the removed device", func() bool {
+		for _, d := range devs {
+			if named.MatchString(d.stderr.String()) {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Errorf("%v: no member logged `member removed` with the device's name:\n%s", err, tail(devs[holder].stderr.String(), 3000))
+	}
 	if c, ok := devs[victim].wait(20 * time.Second); !ok || c != exitRemoved || !strings.Contains(devs[victim].stderr.String(), "was removed from its cluster by another member") {
 		t.Errorf("the removed node: exited %v, status %d\n%s", ok, c, tail(devs[victim].stderr.String(), 1500))
 	}

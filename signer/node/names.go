@@ -68,6 +68,8 @@ type names struct {
 	mu    sync.Mutex
 	m     map[string]string    // peer ID -> name
 	asked map[string]time.Time // when a member without a known name was last asked
+
+	self, selfName string // this device (for the logs' names: lognames.go)
 }
 
 // nameless records that member id answered without a valid name (a device without

@@ -178,12 +178,15 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("start: %w", err)
 	}
+	ns := loadNames(cfg.DataDir)
+	cfg.Logger = slog.New(namedLogs{h: cfg.Logger.Handler(), ns: ns}) // lognames.go
 	host, err := transport.NewHost(transport.HostConfig{DataDir: cfg.DataDir, PSK: cfg.PSK,
 		ListenAddrs: cfg.ListenAddrs, AdvertiseAddrs: cfg.AdvertiseAddrs, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("start: host: %w", err)
 	}
 	id := host.ID().String()
+	ns.setSelf(id, cfg.Name)
 	trans, err := host.RaftTransport(transport.RaftTransportConfig{Logger: newRaftLogger(cfg.Logger.With("node", shortID(id)), cfg.RaftLogLevel, nil)})
 	if err != nil {
 		_ = host.Close()
@@ -211,7 +214,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("start: %w", err)
 	}
 	n.host, n.cluster = host, cluster
-	n.names = loadNames(cfg.DataDir)
+	n.names = ns
 	n.fence.members = func() []string { return p2pAddrs(host.Members()) }
 	// Whether it starts fresh is decided on the address book it has (a data dir wiped
 	// to join again knows no one and joins); the members only the mark names are
