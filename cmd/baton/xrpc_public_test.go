@@ -50,14 +50,7 @@ func TestRunXRPCAddr(t *testing.T) {
 		t.Fatalf("--xrpc-addr on a baton chain: %d %q", code, errs)
 	}
 
-	data := filepath.Join(t.TempDir(), "a1")
-	if code, _, errs := runCLI(t, nil, "", "init", "--data", data, "--new-chain", "--format", "atproto"); code != 0 {
-		t.Fatal(errs)
-	}
-	d, err := device.Open(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data, d := initAtproto(t)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -105,14 +98,7 @@ func TestRunXRPCAddr(t *testing.T) {
 // --acme-http-addr, and serves the repository over HTTPS with it; the flags that
 // cannot go together are refused before anything starts.
 func TestRunACME(t *testing.T) {
-	data := filepath.Join(t.TempDir(), "a1")
-	if code, _, errs := runCLI(t, nil, "", "init", "--data", data, "--new-chain", "--format", "atproto"); code != 0 {
-		t.Fatal(errs)
-	}
-	d, err := device.Open(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data, d := initAtproto(t)
 	p := testutil.StartPebble(t, testutil.StablePort(t))
 	root := filepath.Join(t.TempDir(), "pebble.pem")
 	if err := os.WriteFile(root, p.RootsPEM, 0o600); err != nil {
@@ -165,4 +151,19 @@ func TestRunACME(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(data, acmeDir)); err != nil {
 		t.Errorf("the certificate is not kept in the data dir: %v", err)
 	}
+}
+
+// initAtproto makes a device of a new atproto chain (`init --new-chain --format
+// atproto`) and returns its data dir and device file.
+func initAtproto(t *testing.T) (string, *device.Device) {
+	t.Helper()
+	data := filepath.Join(t.TempDir(), "a1")
+	if code, _, errs := runCLI(t, nil, "", "init", "--data", data, "--new-chain", "--format", "atproto"); code != 0 {
+		t.Fatal(errs)
+	}
+	d, err := device.Open(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data, d
 }
