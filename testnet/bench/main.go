@@ -27,7 +27,10 @@ type Options struct {
 	Dir        string // data dirs; a temporary directory when empty
 	// Procs is a baton binary: also measure the at-rest window over three `baton
 	// run` processes of it (per-device RSS and CPU). Empty: in-process only.
-	Procs    string
+	Procs string
+	// Etcd is a tools/etcdbench binary: also measure etcd Put in this run (empty:
+	// none).
+	Etcd     string
 	Skip     map[string]bool
 	Progress io.Writer // progress lines; nil = none
 	// Profile is a directory for CPU profiles (empty: none): load.pprof of this
@@ -93,7 +96,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ttl := fs.Duration("ttl", 2*time.Second, "lease TTL of the baton cluster")
 	tick := fs.Duration("tick", 100*time.Millisecond, "signer tick of the baton cluster")
 	dir := fs.String("dir", "", "directory for the data dirs (default: a temporary directory, removed after)")
-	skip := fs.String("skip", "", "comma-separated sections to skip: baseline, stages, load, failover, rest")
+	skip := fs.String("skip", "", "comma-separated sections to skip: baseline, etcd, stages, load, failover, rest")
+	etcdBin := fs.String("etcd-bin", "", "also measure etcd Put on three embedded members in this run, with the tools/etcdbench `binary` (cd tools/etcdbench && go build -o /tmp/etcdbench .): rows and ratios beside baton's")
 	stageRounds := fs.Int("stage-rounds", 0, "traced one-client rounds per API in the stages section (default 300, 30 with --quick)")
 	stageGap := fs.Duration("stage-gap", 0, "pause before each traced round of the stages section (e.g. 6ms: the followers apply the last commit between rounds)")
 	verbose := fs.BoolP("verbose", "v", false, "print progress to stderr")
@@ -172,7 +176,7 @@ Flags:
 	for _, s := range strings.Split(*skip, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			switch s {
-			case SectionBaseline, SectionStages, SectionLoad, SectionFailover, SectionRest:
+			case SectionBaseline, SectionEtcd, SectionStages, SectionLoad, SectionFailover, SectionRest:
 				o.Skip[s] = true
 			default:
 				fmt.Fprintf(stderr, "baton bench: unknown section %q\n", s)
@@ -190,6 +194,7 @@ Flags:
 		}
 		o.Profile = *profile
 	}
+	o.Etcd = *etcdBin
 	if *procs {
 		o.Procs = *procsBin
 		if o.Procs == "" {
@@ -255,8 +260,12 @@ func Run(ctx context.Context, o Options) *Report {
 		o.progress("baseline: plain raft")
 		fail(SectionBaseline, runBaseline(ctx, o, dir, r))
 	}
+	if o.Etcd != "" && !o.Skip[SectionEtcd] {
+		o.progress("etcd: three embedded members (%s)", o.Etcd)
+		fail(SectionEtcd, runEtcd(ctx, o, o.Etcd, dir+"/etcd", r))
+	}
 	runBaton(ctx, o, dir, r, fail)
-	r.Ratios = ratios(r)
+	r.Ratios = append(ratios(r), etcdRatios(r)...)
 	r.Elapsed = time.Since(start).Round(100 * time.Millisecond).Seconds()
 	return r
 }

@@ -19,7 +19,10 @@ type Report struct {
 	Machine  Machine        `json:"machine"`
 	Settings Settings       `json:"settings"`
 	Baseline []BaselineLoad `json:"baseline,omitempty"`
-	Baton    []BatonLoad    `json:"baton,omitempty"`
+	// Etcd are etcd Put's load phases (--etcd-bin), EtcdVersion its version.
+	Etcd        []EtcdLoad  `json:"etcd,omitempty"`
+	EtcdVersion string      `json:"etcd_version,omitempty"`
+	Baton       []BatonLoad `json:"baton,omitempty"`
 	// BatonProcs are the load phases over three `baton run` processes (--procs).
 	BatonProcs []BatonLoad `json:"baton_procs,omitempty"`
 	// Stages is the latency breakdown of one signed intent at one client.
@@ -160,17 +163,20 @@ func (r *Report) Print(w io.Writer) {
 	f := func(format string, a ...any) { fmt.Fprintf(tw, format, a...) }
 	fmt.Fprintf(w, "baton bench: %d x %s, %s; payload %d B, load window %.1fs, TTL %.0f ms, tick %.0f ms\n\n",
 		r.Machine.NumCPU, r.Machine.CPU, r.Machine.GoVersion, r.Settings.PayloadBytes, r.Settings.LoadWindowS, r.Settings.TTLMs, r.Settings.TickMs)
-	if len(r.Baseline) > 0 || len(r.Baton) > 0 || len(r.BatonProcs) > 0 {
+	if len(r.Baseline) > 0 || len(r.Etcd) > 0 || len(r.Baton) > 0 || len(r.BatonProcs) > 0 {
 		f("system\tapi\tclients\taccepted/s\tsigned/s\tacc p50\tacc p99\tacc max\tsig p50\tsig p99\tsig max\tintents/commit\tcpu µs/op\t\n")
 		for _, b := range r.Baseline {
 			f("raft baseline\ttcp\t%d\t%.0f\t-\t%.2f\t%.2f\t%.2f\t-\t-\t-\t-\t%s\t\n", b.Clients, b.AppliedPerSec, b.Apply.P50Ms, b.Apply.P99Ms, b.Apply.MaxMs, cpuText(b.CPUUsPerOp))
+		}
+		for _, e := range r.Etcd {
+			f("etcd %s Put\t%s\t%d\t%.0f\t-\t%.2f\t%.2f\t-\t-\t-\t-\t-\t%s\t\n", r.EtcdVersion, e.Client, e.Clients, e.PerSec, e.P50Ms, e.P99Ms, cpuText(e.CPUUsPerOp))
 		}
 		for _, b := range append(append([]BatonLoad(nil), r.Baton...), r.BatonProcs...) {
 			f("baton\t%s\t%d\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%s\t\n", b.API, b.Clients, b.AcceptedPerSec, b.SignedPerSec,
 				b.Accepted.P50Ms, b.Accepted.P99Ms, b.Accepted.MaxMs, b.Signed.P50Ms, b.Signed.P99Ms, b.Signed.MaxMs, b.IntentsPerCommit, cpuText(b.CPUUsPerOp))
 		}
 		_ = tw.Flush()
-		fmt.Fprintln(w, "(latencies in ms; baseline accepted = applied on the leader; cpu µs/op: the CPU of every replica and client of the phase per command applied (baseline) or intent signed (baton's signed phase))")
+		fmt.Fprintln(w, "(latencies in ms; baseline accepted = applied on the leader; etcd accepted = Put answered, three members in one process, grpc: a client over loopback TCP, inproc: etcd's in-process client; cpu µs/op: the CPU of every replica and client of the phase per command applied (baseline) or intent signed (baton's signed phase))")
 		for _, n := range cpuNotes(r) {
 			fmt.Fprintln(w, "note:", n)
 		}
