@@ -82,7 +82,7 @@ func (s aheadLogStore) StoreLogs(logs []*raft.Log) error {
 // spawned just before the leader's write, waited for the write they were meant to
 // overlap: in a graceful handover's trace they started 0.4-0.7 ms (median; p90
 // 1.1-2.4 ms) after they were spawned, and 0.002-0.011 ms with this yield (p90
-// 0.08-0.18; docs/BENCHMARKS.md). Followers yield too, so that one rule covers every
+// 0.08-0.18; docs/BENCHMARKS.md as of 53ac444). Followers yield too, so that one rule covers every
 // write (a follower's answer reaching its leader measured no change either way).
 func yieldBeforeSync() { runtime.Gosched() }
 
@@ -155,7 +155,7 @@ func (n *noticeTransport) ahead(id raft.ServerID, target raft.ServerAddress, req
 // more than a round trip after a follower's (a slow disk leading, a relay between
 // them), that is one more round trip after the follower had answered the same entries;
 // where the follower's ends last (the bench's three replicas on one disk) it costs
-// nothing, and the early answer below measured no change there (docs/BENCHMARKS.md). But
+// nothing, and the early answer below measured no change there (docs/BENCHMARKS.md as of 53ac444). But
 // a follower's successful answer, in term T, to an AppendEntries that reached index i
 // says that its log then held the leader's entries up to i: the follower's Raft checked
 // the term and the previous entry, and the leader never rewrites its own log within its

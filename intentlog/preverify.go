@@ -18,7 +18,7 @@ import (
 // verifies itself when none was started). Started earlier, as Log.apply handed the
 // entry to Raft, the check's goroutine was queued to run before Raft's leader loop
 // and, on a machine of two cores, held up the leader's write by 0.1 ms of the round
-// (the bench's stages trace, docs/BENCHMARKS.md); during the write's fsync the
+// (the bench's stages trace, docs/BENCHMARKS.md as of 53ac444); during the write's fsync the
 // processor is free. Followers
 // verify in their apply, which is off the path of the proposer's answer: starting
 // their checks at their log write would put that CPU inside the round (on the log

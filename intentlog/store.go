@@ -327,7 +327,7 @@ var errOldLayout = errors.New("intentlog: state.db has an older layout")
 // bbolt reads every leaf it changes into a node and writes it out whole at commit, so
 // the apply's cost grows with the page. 1 KiB pages applied commits of 32 intents from
 // 64 clients in two thirds of the time 4 KiB pages took
-// (BenchmarkApplyCarried64Clients; docs/BENCHMARKS.md). Smaller pages than that cost
+// (BenchmarkApplyCarried64Clients; docs/BENCHMARKS.md as of 53ac444). Smaller pages than that cost
 // more in the deeper tree than they save.
 const statePageSize = 1024
 
