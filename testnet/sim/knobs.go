@@ -108,92 +108,91 @@ func applyKnobs(k Knobs, cfg *node.Config) {
 	cfg.Knobs.NoPeerMemory = k.NoPeerMemory
 }
 
+// boolKnobs is every on/off knob, in the order String writes them: its name in a
+// knob list, whether it puts a fixed bug back (the others bring back an older
+// mechanism: what says which) and its field. The parser, String, the --knobs help
+// and the unknown-knob error all read this one table (dedupe-count=N, the one knob
+// with a value, is written after epoch-only-claim).
+var boolKnobs = []struct {
+	name  string
+	bug   bool
+	what  string
+	field func(*Knobs) *bool
+}{
+	{"epoch-only-claim", true, "", func(k *Knobs) *bool { return &k.EpochOnlyClaim }},
+	{"unsealed-raft", true, "", func(k *Knobs) *bool { return &k.UnsealedRaft }},
+	{"unbounded-log-time", true, "", func(k *Knobs) *bool { return &k.UnboundedLogTime }},
+	{"shared-stamp", true, "", func(k *Knobs) *bool { return &k.SharedStamp }},
+	{"no-fence", true, "", func(k *Knobs) *bool { return &k.NoFence }},
+	{"rebootstrap", true, "", func(k *Knobs) *bool { return &k.Rebootstrap }},
+	{"fence-filters-only", true, "", func(k *Knobs) *bool { return &k.FenceFiltersOnly }},
+	{"no-peer-memory", true, "", func(k *Knobs) *bool { return &k.NoPeerMemory }},
+	{"barrier-nudges", false, "barriers instead of commit notices", func(k *Knobs) *bool { return &k.BarrierNudges }},
+	{"no-send-ahead", false, "the leader writes a batch before its followers get it", func(k *Knobs) *bool { return &k.NoSendAhead }},
+	{"early-unacked", true, "", func(k *Knobs) *bool { return &k.EarlyUnacked }},
+	// The signer loop's (issue 19; applySignerKnobs).
+	{"skip-validation", true, "", func(k *Knobs) *bool { return &k.SkipValidation }},
+	{"resign-refused", true, "", func(k *Knobs) *bool { return &k.ResignRefused }},
+	{"trust-refusal", true, "", func(k *Knobs) *bool { return &k.TrustRefusal }},
+	{"unbounded-rev", true, "", func(k *Knobs) *bool { return &k.UnboundedRev }},
+	{"own-rev-clock", true, "", func(k *Knobs) *bool { return &k.OwnRevClock }},
+	{"max-in-flight-8", false, "the deeper pipeline of older versions: 8 commits in flight", func(k *Knobs) *bool { return &k.MaxInFlight8 }},
+}
+
+// knobNames lists the knobs for the help and the unknown-knob error: the bugs (with
+// dedupe-count=N), then the older mechanisms, each with what it brings back.
+func knobNames() string {
+	bugs := []string{"dedupe-count=N"}
+	var older []string
+	for _, b := range boolKnobs {
+		if b.bug {
+			bugs = append(bugs, b.name)
+		} else {
+			older = append(older, b.name+" ("+b.what+")")
+		}
+	}
+	return "knobs that put fixed bugs back: " + strings.Join(bugs, ", ") + "; and, not bugs: " + strings.Join(older, ", ")
+}
+
 // String is the form ParseKnobs reads: "epoch-only-claim,dedupe-count=64" ("" for
 // none).
 func (k Knobs) String() string {
 	var parts []string
-	if k.EpochOnlyClaim {
-		parts = append(parts, "epoch-only-claim")
+	for i, b := range boolKnobs {
+		if *b.field(&k) {
+			parts = append(parts, b.name)
+		}
+		if i == 0 && k.DedupeCount > 0 {
+			parts = append(parts, fmt.Sprintf("dedupe-count=%d", k.DedupeCount))
+		}
 	}
-	if k.DedupeCount > 0 {
-		parts = append(parts, fmt.Sprintf("dedupe-count=%d", k.DedupeCount))
-	}
-	if k.UnsealedRaft {
-		parts = append(parts, "unsealed-raft")
-	}
-	if k.UnboundedLogTime {
-		parts = append(parts, "unbounded-log-time")
-	}
-	if k.SharedStamp {
-		parts = append(parts, "shared-stamp")
-	}
-	if k.NoFence {
-		parts = append(parts, "no-fence")
-	}
-	if k.Rebootstrap {
-		parts = append(parts, "rebootstrap")
-	}
-	if k.FenceFiltersOnly {
-		parts = append(parts, "fence-filters-only")
-	}
-	if k.NoPeerMemory {
-		parts = append(parts, "no-peer-memory")
-	}
-	if k.BarrierNudges {
-		parts = append(parts, "barrier-nudges")
-	}
-	if k.NoSendAhead {
-		parts = append(parts, "no-send-ahead")
-	}
-	if k.EarlyUnacked {
-		parts = append(parts, "early-unacked")
-	}
-	parts = append(parts, k.signerKnobNames()...)
 	return strings.Join(parts, ",")
 }
 
 // ParseKnobs reads a comma-separated knob list (see Knobs.String).
 func ParseKnobs(s string) (Knobs, error) {
 	var k Knobs
+next:
 	for _, p := range strings.Split(s, ",") {
-		p = strings.TrimSpace(p)
-		name, val, _ := strings.Cut(p, "=")
+		name, val, _ := strings.Cut(strings.TrimSpace(p), "=")
 		switch name {
 		case "":
-		case "epoch-only-claim":
-			k.EpochOnlyClaim = true
-		case "unsealed-raft":
-			k.UnsealedRaft = true
-		case "unbounded-log-time":
-			k.UnboundedLogTime = true
-		case "shared-stamp":
-			k.SharedStamp = true
-		case "no-fence":
-			k.NoFence = true
-		case "rebootstrap":
-			k.Rebootstrap = true
-		case "fence-filters-only":
-			k.FenceFiltersOnly = true
-		case "no-peer-memory":
-			k.NoPeerMemory = true
-		case "barrier-nudges":
-			k.BarrierNudges = true
-		case "no-send-ahead":
-			k.NoSendAhead = true
-		case "early-unacked":
-			k.EarlyUnacked = true
+			continue
 		case "dedupe-count":
 			n, err := strconv.Atoi(val)
 			if err != nil || n <= 0 {
 				return Knobs{}, fmt.Errorf("sim: knob dedupe-count needs a positive count, got %q", val)
 			}
 			k.DedupeCount = n
-		default:
-			if k.setSignerKnob(name) {
-				continue
-			}
-			return Knobs{}, fmt.Errorf("sim: unknown knob %q (have epoch-only-claim, dedupe-count=N, unsealed-raft, unbounded-log-time, no-fence, rebootstrap, fence-filters-only, no-peer-memory, barrier-nudges, no-send-ahead, early-unacked, %s)", name, strings.Join(signerKnobList, ", "))
+			continue
 		}
+		for _, b := range boolKnobs {
+			if b.name == name {
+				*b.field(&k) = true
+				continue next
+			}
+		}
+		return Knobs{}, fmt.Errorf("sim: unknown knob %q (%s)", name, knobNames())
 	}
 	return k, nil
 }

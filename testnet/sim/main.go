@@ -332,7 +332,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	nodes := fs.Int("nodes", 0, "devices, 3 to 5 (default: from the seed)")
 	ttl := fs.Duration("ttl", 0, "lease TTL (default 1s)")
 	tick := fs.Duration("tick", 0, "signer tick (default 100ms)")
-	knobs := fs.String("knobs", "", "knobs that put fixed bugs back: epoch-only-claim, dedupe-count=N, unsealed-raft, skip-validation, resign-refused, trust-refusal, unbounded-log-time, shared-stamp, no-fence, rebootstrap, fence-filters-only, no-peer-memory, unbounded-rev, own-rev-clock; and, not bugs: max-in-flight-8 (the deeper pipeline of older versions: 8 commits in flight), barrier-nudges (barriers instead of commit notices), no-send-ahead (the leader writes a batch before its followers get it)")
+	knobs := fs.String("knobs", "", knobNames())
 	format := fs.String("format", "", "the chain's commit format: baton (default) or atproto (a P-256 chain key; docs/DRILLS.md)")
 	parallel := fs.Int("parallel", 0, "seeds at once (default GOMAXPROCS)")
 	out := fs.String("out", "sim-report", "directory for failed seeds' reports and events")
