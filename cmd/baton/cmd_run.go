@@ -323,6 +323,7 @@ func (c *cli) runNode(ctx context.Context, f *runFlags, inv *device.Invite) (err
 		}
 		acfg.TLS = tc
 	}
+	acfg.PublicHost = *f.publicHost
 	acmeFlags, err := acmeConfig(f)
 	if err != nil {
 		return err
@@ -338,7 +339,7 @@ func (c *cli) runNode(ctx context.Context, f *runFlags, inv *device.Invite) (err
 		if err != nil {
 			return usagef("--xrpc-tls-cert: %v", api.Message(err))
 		}
-		acfg.XRPCTLS = tc
+		acfg.XRPCTLS, acfg.XRPCCertificate = tc, api.LeafOfFiles(tc)
 	}
 	if *f.apiAddr != "" {
 		if err := (&api.Config{Socket: "x", Addr: *f.apiAddr, Token: strings.Repeat("x", api.MinTokenLen), TLS: acfg.TLS}).Validate(); err != nil {
@@ -421,7 +422,7 @@ func (c *cli) runNode(ctx context.Context, f *runFlags, inv *device.Invite) (err
 			return fmt.Errorf("--acme: %w", err)
 		}
 		defer m.Close()
-		acfg.XRPCTLS = m.TLSConfig()
+		acfg.XRPCTLS, acfg.XRPCCertificate = m.TLSConfig(), m.Leaf
 		logger.Info("getting the public listener's certificate by ACME", "host", acmeFlags.Host, "ca", cmp.Or(acmeFlags.CA, acme.LetsEncrypt), "challenges", m.HTTPAddr())
 	}
 	startCtx := ctx

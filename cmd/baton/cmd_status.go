@@ -45,6 +45,9 @@ func (c *cli) statusCmd() *cobra.Command {
 			return printJSON(c.stdout, st)
 		}
 		printStatus(c.stdout, st, repoLine(cctx, cl, st.Chain))
+		if pv, err := cl.Public(cctx); err == nil {
+			printPublic(c.stdout, pv, time.Now())
+		}
 		if rs, err := cl.Relays(cctx); err == nil {
 			printRelays(c.stdout, rs)
 		}
@@ -97,6 +100,35 @@ func repoLine(ctx context.Context, cl *api.Client, chainDID string) string {
 }
 
 // printRelays prints each relay's view of the repository's host (run --crawl).
+// printPublic says what the public listener serves: where, under which name, and
+// the certificate (its names, issuer and expiry) when it serves TLS itself.
+func printPublic(w io.Writer, pv api.PublicView, now time.Time) {
+	if pv.Addr == "" {
+		return
+	}
+	line := "public: " + pv.Addr
+	if pv.Host != "" {
+		line += " as " + pv.Host
+	}
+	if !pv.TLS {
+		line += ", plain HTTP (TLS from a proxy in front, or none)"
+	}
+	fmt.Fprintln(w, line)
+	switch c := pv.Certificate; {
+	case c == nil:
+	case c.Err != "":
+		fmt.Fprintf(w, "  certificate: %s\n", c.Err)
+	default:
+		left := c.NotAfter.Sub(now)
+		warn := ""
+		if left < 14*24*time.Hour {
+			warn = " (renewal overdue? the log says why)"
+		}
+		fmt.Fprintf(w, "  certificate: %s, by %s, expires %s, in %d days%s\n", strings.Join(c.Names, ","), c.Issuer,
+			c.NotAfter.UTC().Format("2006-01-02"), int(left.Hours()/24), warn)
+	}
+}
+
 func printRelays(w io.Writer, rs []api.RelayView) {
 	if len(rs) == 0 {
 		return

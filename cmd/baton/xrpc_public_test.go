@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -75,7 +76,7 @@ func TestRunXRPCAddr(t *testing.T) {
 		"--ttl", "1s", "--tick", "100ms", "--raft-timeout", "300ms", "--log-level", "error")
 	testutil.WaitFor(t, 20*time.Second, "the relay asked to crawl, and status showing it", func() bool {
 		code, out, _ := runCLI(t, nil, "", "status", "--data", data)
-		return relay.crawls() == 1 && code == 0 && strings.Contains(out, "relays: 1") && strings.Contains(out, rsrv.URL) && strings.Contains(out, "1 crawl requests")
+		return relay.crawls() == 1 && code == 0 && strings.Contains(out, "public: "+xaddr+" as pds.example.com, plain HTTP") && strings.Contains(out, "relays: 1") && strings.Contains(out, rsrv.URL) && strings.Contains(out, "1 crawl requests")
 	})
 	base := "http://" + xaddr
 	// No commit yet: the repository is not found, in XRPC's words, without a token.
@@ -142,6 +143,11 @@ func TestRunACME(t *testing.T) {
 		last = resp.Status
 		return resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusBadRequest // RepoNotFound before the first commit
 	})
+	// status says what the public listener serves, the certificate included.
+	code, out, _ := runCLI(t, nil, "", "status", "--data", data)
+	if code != 0 || !strings.Contains(out, "public: "+xaddr+" as localhost") || !regexp.MustCompile(`certificate: localhost, by Pebble .*, expires \d{4}-\d\d-\d\d, in \d+ days`).MatchString(out) {
+		t.Errorf("status does not show the public listener's certificate: %d\n%s", code, out)
+	}
 	if code := stop(); code != 0 {
 		t.Fatalf("run after Ctrl-C: exit %d (last answer %s)\n%s", code, last, stderr.String())
 	}

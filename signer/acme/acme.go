@@ -189,6 +189,16 @@ func (m *Manager) manage(ctx context.Context) {
 	}
 }
 
+// Leaf is the certificate served for Host now, or an error saying there is none yet.
+func (m *Manager) Leaf() (*x509.Certificate, error) {
+	for _, c := range m.cache.AllMatchingCertificates(m.cfg.Host) {
+		if c.Leaf != nil {
+			return c.Leaf, nil
+		}
+	}
+	return nil, errors.New("no certificate yet: being obtained (the device's log says how it goes)")
+}
+
 // HTTPAddr is the challenge listener's address.
 func (m *Manager) HTTPAddr() string { return m.ln.Addr().String() }
 

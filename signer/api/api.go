@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -54,6 +55,12 @@ type Config struct {
 	// XRPCTLS, when set, makes the public XRPC listener (XRPCAddr) serve HTTPS with it:
 	// relays crawl only hosts with TLS. Optional (a TLS proxy in front does as well).
 	XRPCTLS *tls.Config
+	// XRPCCertificate, with XRPCTLS, returns the certificate it serves now (GET
+	// /v1/public, `status`): acme.Manager.Leaf, LeafOfFiles. Optional.
+	XRPCCertificate func() (*x509.Certificate, error)
+	// PublicHost is the name the public listener answers for (`status`; Crawl's
+	// Hostname when empty). Optional.
+	PublicHost string
 	// XRPCAddr is an optional public, read-only TCP listen address (host:port): it
 	// serves only the read-only /xrpc/ methods of an atproto chain's repository
 	// (xrpc.go), without a token, so that a relay can crawl it; every other path is

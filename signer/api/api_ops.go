@@ -2,6 +2,7 @@ package api
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,6 +42,9 @@ func (a *Server) routeOps() {
 	a.routeQ("/v1/lease/campaign", handlers{http.MethodPost: a.postCampaign}, true)
 	a.route("/v1/health/cluster", handlers{http.MethodGet: a.getClusterHealth})
 	a.route("/v1/relays", handlers{http.MethodGet: a.getRelays})
+	a.route("/v1/public", handlers{http.MethodGet: func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, a.publicView())
+	}})
 }
 
 // getRelays answers each relay's view of this host ({"relays": []} when none is told:
@@ -433,4 +437,35 @@ func ctxErr(ctx context.Context, err error) error {
 		return nil
 	}
 	return err
+}
+
+// CertificateView is what the public listener's certificate says (GET /v1/public).
+type CertificateView struct {
+	Names    []string  `json:"names,omitempty"`
+	Issuer   string    `json:"issuer,omitempty"`
+	NotAfter time.Time `json:"not_after,omitempty"`
+	Err      string    `json:"error,omitempty"` // no certificate to show, and why
+}
+
+// PublicView is the public listener as GET /v1/public answers it.
+type PublicView struct {
+	Addr        string           `json:"addr,omitempty"` // "" when this device serves no public listener
+	Host        string           `json:"host,omitempty"`
+	TLS         bool             `json:"tls"`
+	Certificate *CertificateView `json:"certificate,omitempty"`
+}
+
+// publicView describes the public listener now.
+func (a *Server) publicView() PublicView {
+	v := PublicView{Addr: a.xrpc, Host: cmp.Or(a.cfg.PublicHost, a.crawlHost()), TLS: a.cfg.XRPCTLS != nil}
+	if f := a.cfg.XRPCCertificate; f != nil {
+		cv := &CertificateView{}
+		if leaf, err := f(); err != nil {
+			cv.Err = err.Error()
+		} else {
+			cv.Names, cv.Issuer, cv.NotAfter = leaf.DNSNames, leaf.Issuer.CommonName, leaf.NotAfter
+		}
+		v.Certificate = cv
+	}
+	return v
 }

@@ -360,6 +360,13 @@ func (c *Client) Relays(ctx context.Context) ([]RelayView, error) {
 	return out.Relays, err
 }
 
+// Public describes the device's public listener and its certificate (GET /v1/public).
+func (c *Client) Public(ctx context.Context) (PublicView, error) {
+	var v PublicView
+	err := c.call(ctx, http.MethodGet, "/v1/public", nil, &v)
+	return v, err
+}
+
 // Metrics returns the Prometheus text exposition (GET /metrics).
 func (c *Client) Metrics(ctx context.Context) (string, error) {
 	resp, err := c.do(ctx, http.MethodGet, "/metrics", nil)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"os"
 	"sync"
@@ -68,3 +69,18 @@ func (k *keyPairFiles) load() (*tls.Certificate, error) {
 }
 
 func (k *keyPairFiles) get(*tls.ClientHelloInfo) (*tls.Certificate, error) { return k.load() }
+
+// LeafOfFiles is the certificate a TLSFromFiles configuration serves now (for
+// Config.XRPCCertificate).
+func LeafOfFiles(tc *tls.Config) func() (*x509.Certificate, error) {
+	return func() (*x509.Certificate, error) {
+		c, err := tc.GetCertificate(&tls.ClientHelloInfo{})
+		if err != nil {
+			return nil, err
+		}
+		if c.Leaf != nil {
+			return c.Leaf, nil
+		}
+		return x509.ParseCertificate(c.Certificate[0])
+	}
+}
