@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/caddyserver/certmagic"
@@ -127,6 +128,9 @@ func Start(cfg Config) (*Manager, error) {
 	host, port, _ := net.SplitHostPort(cfg.HTTPAddr)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
+		if errors.Is(err, syscall.EACCES) {
+			return nil, fmt.Errorf("challenge listener: %w (a port below 1024 needs root or CAP_NET_BIND_SERVICE: listen on a higher port and forward the name's port 80 to it)", err)
+		}
 		return nil, fmt.Errorf("challenge listener: %w", err)
 	}
 	m := &Manager{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()).With("host", cfg.Host), ln: ln, thumbprint: thumb}

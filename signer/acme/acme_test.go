@@ -176,3 +176,17 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// A challenge port the process may not bind says what to do (as an unprivileged user:
+// ports below 1024); one taken says so.
+func TestChallengeListenerRefused(t *testing.T) {
+	taken, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	_, err = Start(Config{Host: "localhost", AccountSeed: seed(0), HTTPAddr: taken.Addr().String(), Dir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "challenge listener") || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("a taken challenge port: %v", err)
+	}
+}
