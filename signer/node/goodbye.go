@@ -49,7 +49,7 @@ func (n *Node) sayGoodbye(ctx context.Context) {
 // handleGoodbye records that member from stops gracefully.
 func (n *Node) handleGoodbye(from string) ([]byte, error) {
 	n.departed.Store(from, time.Now())
-	n.logger.Info("member stopped (a graceful stop): it is not expected to answer until it runs again", "peer", n.who(from))
+	n.logger.Info("member stopped (a graceful stop): it is not expected to answer until it runs again", "peer", from)
 	return nil, nil
 }
 

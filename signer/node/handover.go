@@ -199,6 +199,6 @@ func (n *Node) handleHandover(ctx context.Context, from string, kind byte, paylo
 		err = n.Transfer(ctx, req.To)
 	}
 	n.logger.Info("lease handover asked by another member", "op", handoverOp(kind),
-		"by", n.who(from), "to", n.who(req.To), "epoch", req.Epoch, "err", err)
+		"by", from, "to", req.To, "epoch", req.Epoch, "err", err)
 	return answer(err)
 }

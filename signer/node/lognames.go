@@ -16,10 +16,9 @@ var memberKeys = map[string]bool{
 }
 
 // namedLogs is a log handler that shows a member by its name and the end of its ID
-// ("laptop (aN1816xy)", as Node.who does) wherever a member key (memberKeys) holds a
-// member's full or short ID whose name this device knows: every component's log lines
-// (transport, Raft, node) name devices as status and members do, without each call
-// site looking the name up.
+// ("laptop (aN1816xy)") wherever a member key (memberKeys) holds a member's full or
+// short ID whose name this device knows: every component's log lines (transport, Raft,
+// node) name devices as status and members do, and no call site looks a name up.
 type namedLogs struct {
 	h  slog.Handler
 	ns *names

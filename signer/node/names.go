@@ -138,15 +138,6 @@ func (n *Node) NameOf(id string) string {
 	return n.names.get(id)
 }
 
-// who names member id for logs: its name and the end of its ID ("laptop (…aN1816)"),
-// or the end of its ID alone.
-func (n *Node) who(id string) string {
-	if name := n.NameOf(id); name != "" {
-		return name + " (" + shortID(id) + ")"
-	}
-	return shortID(id)
-}
-
 // keepNames asks the members whose names it does not know every few seconds (a
 // member that just joined), and every member once a NamesEvery (a rename), until the
 // node stops.

@@ -37,7 +37,7 @@ func (n *Node) Promote(ctx context.Context, id string) error {
 	if err := n.cluster.Add(ctx, peer.AddrInfo{ID: p}, false); err != nil {
 		return fmt.Errorf("promote: %w", err)
 	}
-	n.logger.Info("member promoted to voter", "peer", n.who(id))
+	n.logger.Info("member promoted to voter", "peer", id)
 	return nil
 }
 
@@ -87,7 +87,7 @@ func (n *Node) leadTo(id string) error {
 	if err := r.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(id)).Error(); err != nil {
 		return fmt.Errorf("move leader to %s: %w", shortID(id), err)
 	}
-	n.logger.Info("Raft leadership moved", "to", n.who(id))
+	n.logger.Info("Raft leadership moved", "to", id)
 	return nil
 }
 
@@ -97,6 +97,6 @@ func (n *Node) handleMoveLeader(from string, payload []byte) ([]byte, error) {
 	if _, err := peer.Decode(id); err != nil {
 		return nil, fmt.Errorf("%w: member id %q", ErrBadRequest, id)
 	}
-	n.logger.Info("asked to move Raft leadership", "by", n.who(from), "to", n.who(id))
+	n.logger.Info("asked to move Raft leadership", "by", from, "to", id)
 	return nil, n.leadTo(id)
 }
