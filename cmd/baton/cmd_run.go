@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -600,11 +599,6 @@ func acmeConfig(f *runFlags) (*acme.Config, error) {
 		return nil, usagef("--acme and --xrpc-tls-cert are two sources of one certificate: give one")
 	}
 	c := &acme.Config{Host: *f.publicHost, CA: *f.acmeCA, Email: *f.acmeEmail, HTTPAddr: *f.acmeHTTPAddr}
-	if c.CA != "" {
-		if u, err := url.Parse(c.CA); err != nil || u.Scheme != "https" || u.Host == "" {
-			return nil, usagef("--acme-ca %q: not an https:// ACME directory URL", c.CA)
-		}
-	}
 	if *f.acmeCARoot != "" {
 		b, err := os.ReadFile(*f.acmeCARoot)
 		if err != nil {

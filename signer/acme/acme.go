@@ -9,12 +9,14 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -57,11 +59,10 @@ type Config struct {
 
 // Validate reports the first missing or malformed field, naming it.
 func (c *Config) Validate() error {
+	if err := CheckHost(c.Host); err != nil {
+		return err
+	}
 	switch {
-	case c.Host == "":
-		return errors.New("no host name to get a certificate for")
-	case strings.ContainsAny(c.Host, ":/ ") || net.ParseIP(c.Host) != nil:
-		return fmt.Errorf("host %q is not a DNS name (no scheme, no port, not an IP address)", c.Host)
 	case len(c.AccountSeed) < 32:
 		return errors.New("the account seed has fewer than 32 bytes")
 	case c.HTTPAddr == "":
@@ -69,8 +70,25 @@ func (c *Config) Validate() error {
 	case c.Dir == "":
 		return errors.New("no directory for the certificates")
 	}
+	if c.CA != "" {
+		if u, err := url.Parse(c.CA); err != nil || u.Scheme != "https" || u.Host == "" {
+			return fmt.Errorf("CA %q: not an https:// ACME directory URL", c.CA)
+		}
+	}
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		return fmt.Errorf("challenge listen address %q: %v", c.HTTPAddr, err)
+	}
+	return nil
+}
+
+// CheckHost says whether name can be the public host: a DNS name, without a scheme or
+// a port, not an IP address (what a certificate is issued for and relays crawl).
+func CheckHost(name string) error {
+	switch {
+	case name == "":
+		return errors.New("no host name")
+	case strings.ContainsAny(name, ":/ ") || net.ParseIP(name) != nil:
+		return fmt.Errorf("host %q is not a DNS name (no scheme, no port, not an IP address)", name)
 	}
 	return nil
 }
@@ -234,7 +252,7 @@ const challengePath = "/.well-known/acme-challenge/"
 // https://Host.
 func (m *Manager) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if token, ok := strings.CutPrefix(r.URL.Path, challengePath); ok && r.Method == http.MethodGet {
-		if !base64URL(token) {
+		if _, err := base64.RawURLEncoding.DecodeString(token); err != nil || token == "" {
 			http.NotFound(w, r)
 			return
 		}
@@ -248,19 +266,6 @@ func (m *Manager) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, "https://"+m.cfg.Host+r.URL.RequestURI(), http.StatusMovedPermanently)
-}
-
-// base64URL reports whether s is a non-empty string of the base64url alphabet.
-func base64URL(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 // event logs certmagic's outcomes in baton's words (its own log lines are debug).

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mholt/acmez/v3/acme"
 
 	"github.com/batonhq/baton/internal/testutil"
 	"github.com/batonhq/baton/internal/wait"
@@ -131,6 +134,21 @@ func TestChallengeListenerRedirects(t *testing.T) {
 	if want := "https://localhost/xrpc/com.atproto.sync.getLatestCommit?did=x"; resp.StatusCode != http.StatusMovedPermanently || resp.Header.Get("Location") != want {
 		t.Fatalf("GET on the challenge listener: %d %q, want 301 %q", resp.StatusCode, resp.Header.Get("Location"), want)
 	}
+	// A challenge is answered with the account's key authorization, a token that is not
+	// base64url is not.
+	key, _ := AccountKey(seed(0))
+	thumb, _ := (&acme.Account{PrivateKey: key}).Thumbprint()
+	for token, want := range map[string]int{"aB3-_x": http.StatusOK, "a.b": http.StatusNotFound, "a%21b": http.StatusNotFound} {
+		resp, err := cl.Get("http://" + m.HTTPAddr() + "/.well-known/acme-challenge/" + token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || want == http.StatusOK && string(body) != token+"."+thumb {
+			t.Errorf("challenge %q: %d %q, want %d", token, resp.StatusCode, body, want)
+		}
+	}
 }
 
 func TestAccountKey(t *testing.T) {
@@ -168,6 +186,7 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.HTTPAddr = "" }, "no challenge listen address"},
 		{func(c *Config) { c.HTTPAddr = "80" }, "challenge listen address"},
 		{func(c *Config) { c.Dir = "" }, "no directory"},
+		{func(c *Config) { c.CA = "http://ca.example/dir" }, "not an https:// ACME directory URL"},
 	} {
 		cfg := ok
 		c.edit(&cfg)

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/batonhq/baton/signer/acme"
 	"github.com/batonhq/baton/signer/node"
 )
 
@@ -55,8 +56,10 @@ func ValidateCrawl(relays []string, hostname string) error {
 			return fmt.Errorf("%w: relay %q: want a base URL like https://relay.example", node.ErrBadConfig, r)
 		}
 	}
-	if hostname == "" || strings.ContainsAny(hostname, ":/ ") || !strings.Contains(hostname, ".") {
-		return fmt.Errorf("%w: public host %q: the name relays crawl, as the DID document names it (pds.example.com: no scheme, no port)", node.ErrBadConfig, hostname)
+	// The name rule is the certificate's (acme.CheckHost); relays crawl only a dotted
+	// public name, not localhost.
+	if acme.CheckHost(hostname) != nil || !strings.Contains(hostname, ".") {
+		return fmt.Errorf("%w: public host %q: the name relays crawl, as the DID document names it (pds.example.com: no scheme, no port, not an IP address)", node.ErrBadConfig, hostname)
 	}
 	return nil
 }
